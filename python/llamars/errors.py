@@ -1,0 +1,18 @@
+"""The llamars exception hierarchy (defined in the Rust core, rooted at LlamarsError)."""
+from ._core import (
+    CancelledError,
+    ContextOverflowError,
+    InvalidRequestError,
+    LlamarsError,
+    ModelLoadError,
+    TokenizerError,
+)
+
+__all__ = [
+    "LlamarsError",
+    "ModelLoadError",
+    "TokenizerError",
+    "InvalidRequestError",
+    "ContextOverflowError",
+    "CancelledError",
+]

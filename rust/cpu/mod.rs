@@ -1,0 +1,9 @@
+//! CPU compute: persistent thread pool, quantized matmul, norms, RoPE, activations, attention.
+pub mod attention;
+pub mod f16vec;
+pub mod matmul;
+pub mod ops;
+pub mod pool;
+
+pub use matmul::{matmul, Scratch, Weight};
+pub use pool::ThreadPool;

@@ -1,0 +1,156 @@
+//! Element-wise and row-wise f32 operations, with ggml's numerics where they matter
+//! (RMSNorm sums in f64, GELU through the f16 table, iterative RoPE angles).
+use crate::quant::f16::{f16_to_f32, f32_to_f16};
+use std::sync::OnceLock;
+
+/// y = x / sqrt(mean(x²) + eps) * w   (ggml_rms_norm then ggml_mul)
+pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
+    let sum: f64 = x.iter().map(|&v| (v * v) as f64).sum();
+    let mean = (sum / x.len() as f64) as f32;
+    let scale = 1.0 / (mean + eps).sqrt();
+    for (v, &g) in x.iter_mut().zip(w) {
+        *v = *v * scale * g;
+    }
+}
+
+/// RMSNorm into a separate output.
+pub fn rms_norm_to(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    out.copy_from_slice(x);
+    rms_norm(out, w, eps);
+}
+
+#[inline]
+fn gelu_f32(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    const GELU_COEF_A: f32 = 0.044715;
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+}
+
+fn gelu_table() -> &'static [f32] {
+    static T: OnceLock<Vec<f32>> = OnceLock::new();
+    T.get_or_init(|| (0..=u16::MAX).map(|h| f16_to_f32(f32_to_f16(gelu_f32(f16_to_f32(h))))).collect())
+}
+
+/// GELU (tanh approximation) as ggml-cpu computes it: through a table indexed by the
+/// input rounded to f16, exact outside [-10, 10].
+#[inline]
+pub fn gelu(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        gelu_table()[f32_to_f16(x) as usize]
+    }
+}
+
+/// out = gelu(gate) * up
+pub fn geglu(gate: &mut [f32], up: &[f32]) {
+    let t = gelu_table();
+    for (g, &u) in gate.iter_mut().zip(up) {
+        let x = *g;
+        let y = if x <= -10.0 {
+            0.0
+        } else if x >= 10.0 {
+            x
+        } else {
+            t[f32_to_f16(x) as usize]
+        };
+        *g = y * u;
+    }
+}
+
+#[inline]
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// out = silu(gate) * up
+pub fn swiglu(gate: &mut [f32], up: &[f32]) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        *g = silu(*g) * u;
+    }
+}
+
+pub fn add_inplace(x: &mut [f32], y: &[f32]) {
+    for (a, &b) in x.iter_mut().zip(y) {
+        *a += b;
+    }
+}
+
+/// Softmax in place (max-subtracted, f64 sum as ggml).
+pub fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        x.fill(0.0);
+        return;
+    }
+    let mut sum = 0f64;
+    for v in x.iter_mut() {
+        let e = (*v - max).exp();
+        *v = e;
+        sum += e as f64;
+    }
+    let inv = (1.0 / sum) as f32;
+    for v in x.iter_mut() {
+        *v *= inv;
+    }
+}
+
+/// cos/sin of each rotated pair at `pos`, computed like ggml_rope_ext (ext_factor 0,
+/// attn_factor 1): theta multiplied iteratively by base^(-2/n_rot) in f32, divided by
+/// the optional per-pair frequency factors (Llama 3.1 `rope_freqs`).
+pub fn rope_cache(pos: usize, n_rot: usize, base: f32, freq_scale: f32, factors: Option<&[f32]>, cos: &mut [f32], sin: &mut [f32]) {
+    let theta_scale = base.powf(-2.0 / n_rot as f32);
+    let mut theta = pos as f32;
+    for i in 0..n_rot / 2 {
+        let ff = factors.map(|f| f[i]).unwrap_or(1.0);
+        let t = theta / ff * freq_scale;
+        cos[i] = t.cos();
+        sin[i] = t.sin();
+        theta *= theta_scale;
+    }
+}
+
+/// Rotate one head in place. NeoX style pairs (i, i + n_dims/2); normal style pairs (2i, 2i+1).
+pub fn rope_apply(x: &mut [f32], n_dims: usize, neox: bool, cos: &[f32], sin: &[f32]) {
+    let half = n_dims / 2;
+    for i in 0..half {
+        let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
+        let (x0, x1) = (x[a], x[b]);
+        x[a] = x0 * cos[i] - x1 * sin[i];
+        x[b] = x0 * sin[i] + x1 * cos[i];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_table_tracks_exact() {
+        for i in -2000..2000 {
+            let x = i as f32 * 0.005;
+            assert!((gelu(x) - gelu_f32(x)).abs() < 2e-3 * (1.0 + x.abs()), "x={x}");
+        }
+        assert_eq!(gelu(-11.0), 0.0);
+        assert_eq!(gelu(12.0), 12.0);
+    }
+
+    #[test]
+    fn softmax_sums_to_one() {
+        let mut v = vec![1.0, 2.0, 3.0, f32::NEG_INFINITY];
+        softmax(&mut v);
+        assert!((v.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert_eq!(v[3], 0.0);
+    }
+
+    #[test]
+    fn rope_rotates_by_position() {
+        let (mut c, mut s) = (vec![0.0; 2], vec![0.0; 2]);
+        rope_cache(1, 4, 10000.0, 1.0, None, &mut c, &mut s);
+        let mut x = vec![1.0, 0.0, 0.0, 0.0];
+        rope_apply(&mut x, 4, true, &c, &s);
+        assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);
+    }
+}

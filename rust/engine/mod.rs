@@ -1,0 +1,111 @@
+//! The engine: a loaded model, its tokenizer and the CPU pool, plus sessions
+//! (a KV cache and activations) that generations run in.
+mod generate;
+mod stop;
+
+pub use generate::{GenParams, Generation, StopReason, TokenEvent, Timings};
+
+use crate::cpu::{pool::default_threads, ThreadPool};
+use crate::error::{Error, Result};
+use crate::gguf::Gguf;
+use crate::kv_cache::KvCache;
+use crate::model::{LogitRows, Model, State};
+use crate::tokenizer::Tokenizer;
+use std::path::Path;
+use std::sync::Arc;
+
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Context size in tokens (0 = the model's training context).
+    pub n_ctx: usize,
+    /// CPU threads (None = physical cores).
+    pub n_threads: Option<usize>,
+    /// Tokens per forward pass while evaluating a prompt.
+    pub n_batch: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512 }
+    }
+}
+
+pub struct Engine {
+    pub model: Model,
+    pub tokenizer: Tokenizer,
+    pub pool: ThreadPool,
+    pub config: EngineConfig,
+}
+
+/// A KV cache plus activations: where one sequence is evaluated.
+pub struct Session {
+    pub kv: KvCache,
+    pub state: State,
+}
+
+impl Engine {
+    pub fn load(path: impl AsRef<Path>, mut config: EngineConfig) -> Result<Engine> {
+        let gguf = Arc::new(Gguf::open(path.as_ref())?);
+        let model = Model::load(gguf.clone())?;
+        let tokenizer = Tokenizer::from_gguf(&gguf)?;
+        if tokenizer.n_vocab() != model.config.n_vocab {
+            return Err(Error::Tokenizer(format!(
+                "{}: the vocabulary has {} tokens but the embedding matrix has {} rows",
+                gguf.path().display(),
+                tokenizer.n_vocab(),
+                model.config.n_vocab
+            )));
+        }
+        if config.n_ctx == 0 {
+            config.n_ctx = model.config.n_ctx_train;
+        }
+        if config.n_batch == 0 {
+            return Err(Error::InvalidRequest("n_batch must be at least 1".into()));
+        }
+        let n_threads = config.n_threads.unwrap_or_else(default_threads).max(1);
+        config.n_threads = Some(n_threads);
+        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config })
+    }
+
+    pub fn new_session(&self) -> Result<Session> {
+        let c = &self.model.config;
+        Ok(Session {
+            kv: KvCache::new(c.n_layer, self.config.n_ctx, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
+            state: State::default(),
+        })
+    }
+
+    /// Evaluate `tokens` after what the session holds, in `n_batch` chunks.
+    /// Returns the logits of the last token, or of every token with `LogitRows::All`.
+    pub fn eval(&self, s: &mut Session, tokens: &[u32], rows: LogitRows, out: &mut Vec<f32>) -> Result<()> {
+        if s.kv.n_past + tokens.len() > s.kv.n_ctx {
+            return Err(Error::ContextOverflow { n_tokens: s.kv.n_past + tokens.len(), n_ctx: s.kv.n_ctx });
+        }
+        out.clear();
+        let chunks: Vec<&[u32]> = tokens.chunks(self.config.n_batch).collect();
+        for (i, chunk) in chunks.iter().enumerate() {
+            let last = i + 1 == chunks.len();
+            let r = match rows {
+                LogitRows::All => LogitRows::All,
+                LogitRows::Last if last => LogitRows::Last,
+                _ => LogitRows::None,
+            };
+            let pos0 = s.kv.n_past;
+            let logits = self.model.forward(&self.pool, &mut s.state, &mut s.kv, chunk, pos0, r)?;
+            out.extend_from_slice(logits);
+            s.kv.n_past += chunk.len();
+        }
+        Ok(())
+    }
+
+    /// Logits for every position of `tokens`, evaluated in a fresh context: [n, n_vocab].
+    pub fn logits(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        if tokens.is_empty() {
+            return Err(Error::InvalidRequest("tokens: at least one token is required".into()));
+        }
+        let mut s = self.new_session()?;
+        let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_vocab);
+        self.eval(&mut s, tokens, LogitRows::All, &mut out)?;
+        Ok(out)
+    }
+}

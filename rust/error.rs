@@ -1,0 +1,74 @@
+//! The crate's one error type. Mapped once to Python exceptions in `py/errors.rs`.
+use std::fmt;
+use std::path::PathBuf;
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+#[derive(Debug)]
+pub enum Error {
+    /// The file could not be opened or mapped.
+    Io { path: PathBuf, source: std::io::Error },
+    /// A GGUF file is malformed: names the file, the byte offset and what is wrong.
+    Gguf { path: PathBuf, offset: u64, what: String },
+    /// A metadata key the model needs is absent or has the wrong type.
+    MissingKey { path: PathBuf, key: String, what: String },
+    /// The model's architecture is not implemented.
+    UnsupportedArch { arch: String, supported: &'static [&'static str] },
+    /// A tensor type that has no compute kernel (it can still be inspected).
+    UnsupportedTensorType { tensor: String, type_name: String },
+    /// A required tensor is missing or has the wrong shape.
+    Tensor { path: PathBuf, tensor: String, what: String },
+    /// The tokenizer metadata is inconsistent.
+    Tokenizer(String),
+    /// A request is invalid (names the field).
+    InvalidRequest(String),
+    /// The prompt (plus generation) does not fit the context.
+    ContextOverflow { n_tokens: usize, n_ctx: usize },
+    /// The caller interrupted the work (Ctrl-C or cancel).
+    Cancelled,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { path, source } => write!(f, "{}: {}", path.display(), source),
+            Error::Gguf { path, offset, what } => {
+                write!(f, "{}: invalid GGUF file at byte offset {}: {}", path.display(), offset, what)
+            }
+            Error::MissingKey { path, key, what } => {
+                write!(f, "{}: metadata key '{}' {}", path.display(), key, what)
+            }
+            Error::UnsupportedArch { arch, supported } => write!(
+                f,
+                "unsupported model architecture '{}'; supported architectures: {}",
+                arch,
+                supported.join(", ")
+            ),
+            Error::UnsupportedTensorType { tensor, type_name } => write!(
+                f,
+                "tensor '{}' has type {} which has no compute kernel yet; re-quantize the model to a supported type",
+                tensor, type_name
+            ),
+            Error::Tensor { path, tensor, what } => {
+                write!(f, "{}: tensor '{}': {}", path.display(), tensor, what)
+            }
+            Error::Tokenizer(m) => write!(f, "tokenizer: {}", m),
+            Error::InvalidRequest(m) => write!(f, "{}", m),
+            Error::ContextOverflow { n_tokens, n_ctx } => write!(
+                f,
+                "the request needs {} tokens but the context holds {}; shorten the prompt or raise n_ctx",
+                n_tokens, n_ctx
+            ),
+            Error::Cancelled => write!(f, "generation was cancelled"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

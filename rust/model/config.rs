@@ -1,0 +1,175 @@
+//! Hyper-parameters read from GGUF metadata (`{arch}.*` keys).
+use crate::error::{Error, Result};
+use crate::gguf::Gguf;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    Llama,
+    Qwen2,
+    Qwen3,
+    Gemma3,
+    Phi3,
+}
+
+pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3"];
+
+impl Arch {
+    pub fn from_name(name: &str) -> Option<Arch> {
+        Some(match name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            "qwen3" => Arch::Qwen3,
+            "gemma3" => Arch::Gemma3,
+            "phi3" => Arch::Phi3,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    GeluTanh,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub arch: Arch,
+    pub n_vocab: usize,
+    pub n_ctx_train: usize,
+    pub n_embd: usize,
+    pub n_layer: usize,
+    pub n_ff: usize,
+    pub n_head: usize,
+    pub n_head_kv: usize,
+    pub head_dim: usize,
+    pub v_head_dim: usize,
+    pub n_rot: usize,
+    pub rms_eps: f32,
+    pub rope_base: f32,
+    pub rope_freq_scale: f32,
+    /// RoPE base / scale on sliding-window layers (Gemma 3: 10000, 1).
+    pub rope_base_swa: f32,
+    pub rope_freq_scale_swa: f32,
+    pub rope_neox: bool,
+    /// Sliding window size (0 = none) and which layers use it.
+    pub sliding_window: usize,
+    pub swa_layers: Vec<bool>,
+    /// Q is multiplied by this before attention (Gemma 3, Phi-3).
+    pub q_scale: f32,
+    /// QK^T is multiplied by this inside the softmax.
+    pub kq_scale: f32,
+    /// Token embeddings are multiplied by this (Gemma: √n_embd).
+    pub embd_scale: f32,
+    pub activation: Activation,
+}
+
+fn key(arch: &str, k: &str) -> String {
+    format!("{arch}.{k}")
+}
+
+impl Config {
+    pub fn from_gguf(g: &Gguf) -> Result<Config> {
+        let arch_name = g.get_str("general.architecture")?;
+        let arch = Arch::from_name(arch_name)
+            .ok_or_else(|| Error::UnsupportedArch { arch: arch_name.to_string(), supported: SUPPORTED_ARCHS })?;
+        let a = arch_name;
+        let u = |k: &str| -> Result<usize> { Ok(g.get_u64(&key(a, k))? as usize) };
+        let opt_u = |k: &str| g.get(&key(a, k)).and_then(|v| v.as_u64()).map(|v| v as usize);
+        let opt_f = |k: &str| g.get(&key(a, k)).and_then(|v| v.as_f64()).map(|v| v as f32);
+        let n_embd = u("embedding_length")?;
+        let n_layer = u("block_count")?;
+        let n_head = u("attention.head_count")?;
+        let n_ff = u("feed_forward_length")?;
+        let n_ctx_train = u("context_length")?;
+        let n_head_kv = opt_u("attention.head_count_kv").unwrap_or(n_head);
+        let bad = |k: &str, what: String| Error::MissingKey { path: g.path().to_path_buf(), key: key(a, k), what };
+        if n_head == 0 || n_embd == 0 || n_layer == 0 {
+            return Err(bad("attention.head_count", "and embedding_length/block_count must be positive".into()));
+        }
+        if n_head_kv == 0 || n_head % n_head_kv != 0 {
+            return Err(bad("attention.head_count_kv", format!("= {n_head_kv} must divide head_count = {n_head}")));
+        }
+        let head_dim = opt_u("attention.key_length").unwrap_or(n_embd / n_head);
+        let v_head_dim = opt_u("attention.value_length").unwrap_or(head_dim);
+        let n_rot = opt_u("rope.dimension_count").unwrap_or(head_dim);
+        if n_rot > head_dim || n_rot % 2 != 0 {
+            return Err(bad("rope.dimension_count", format!("= {n_rot} must be even and at most the head size {head_dim}")));
+        }
+        let rms_eps = opt_f("attention.layer_norm_rms_epsilon").unwrap_or(1e-5);
+        let rope_base = opt_f("rope.freq_base").unwrap_or(10000.0);
+        let mut rope_freq_scale = 1.0;
+        let scaling = g.get(&key(a, "rope.scaling.type")).and_then(|v| v.as_str());
+        if let Some(f) = opt_f("rope.scaling.factor") {
+            if f > 0.0 && scaling != Some("none") {
+                rope_freq_scale = 1.0 / f;
+            }
+        } else if let Some(s) = opt_f("rope.scale_linear") {
+            if s > 0.0 {
+                rope_freq_scale = 1.0 / s;
+            }
+        }
+        let n_vocab = g.get_array("tokenizer.ggml.tokens").map(|t| t.len()).or_else(|_| u("vocab_size"))?;
+        let sliding_window = opt_u("attention.sliding_window").unwrap_or(0);
+        let mut cfg = Config {
+            arch,
+            n_vocab,
+            n_ctx_train,
+            n_embd,
+            n_layer,
+            n_ff,
+            n_head,
+            n_head_kv,
+            head_dim,
+            v_head_dim,
+            n_rot,
+            rms_eps,
+            rope_base,
+            rope_freq_scale,
+            rope_base_swa: rope_base,
+            rope_freq_scale_swa: rope_freq_scale,
+            rope_neox: arch != Arch::Llama,
+            sliding_window: 0,
+            swa_layers: vec![false; n_layer],
+            q_scale: 1.0,
+            kq_scale: 1.0 / (head_dim as f32).sqrt(),
+            embd_scale: 1.0,
+            activation: Activation::Silu,
+        };
+        match arch {
+            Arch::Gemma3 => {
+                // llama.cpp: LLAMA_SWA_TYPE_STANDARD, pattern 6 (every 6th layer global),
+                // local RoPE base 10000, Q pre-scaled by 1/sqrt(head_dim), embeddings by sqrt(n_embd).
+                cfg.sliding_window = sliding_window;
+                cfg.swa_layers = (0..n_layer).map(|il| sliding_window > 0 && il % 6 < 5).collect();
+                cfg.rope_base_swa = 10000.0;
+                cfg.rope_freq_scale_swa = 1.0;
+                cfg.q_scale = 1.0 / (head_dim as f32).sqrt();
+                cfg.kq_scale = 1.0;
+                cfg.embd_scale = (n_embd as f32).sqrt();
+                cfg.activation = Activation::GeluTanh;
+            }
+            Arch::Phi3 => {
+                cfg.q_scale = 1.0 / (head_dim as f32).sqrt();
+                cfg.kq_scale = 1.0;
+                // llama.cpp disables Phi-3's sliding window (conversion metadata is unreliable).
+            }
+            _ => {}
+        }
+        Ok(cfg)
+    }
+
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.swa_layers.get(il).copied().unwrap_or(false)
+    }
+}

@@ -1,0 +1,223 @@
+//! The forward pass shared by every architecture; per-arch differences are data
+//! in `Config` and optional tensors in `Layer` (biases, QK-norm, post-norms, fused
+//! projections). Shapes are noted as [rows, cols] row-major, one row per token.
+use super::{Activation, Layer, Model};
+use crate::cpu::attention::{attention, AttnShape};
+use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu};
+use crate::cpu::{matmul, Scratch, ThreadPool};
+use crate::error::{Error, Result};
+use crate::kv_cache::KvCache;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitRows {
+    None,
+    Last,
+    All,
+}
+
+/// Preallocated activations for up to `cap` tokens; grows only when a larger batch arrives.
+#[derive(Default)]
+pub struct State {
+    cap: usize,
+    x: Vec<f32>,
+    h: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    qkv: Vec<f32>,
+    attn: Vec<f32>,
+    o: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    positions: Vec<usize>,
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    pub logits: Vec<f32>,
+    scratch: Scratch,
+}
+
+impl State {
+    fn ensure(&mut self, m: &Model, n: usize) {
+        if n <= self.cap {
+            return;
+        }
+        let c = &m.config;
+        let (e, qd, kd, vd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim);
+        let ad = c.n_head * c.v_head_dim;
+        self.x = vec![0.0; n * e];
+        self.h = vec![0.0; n * e.max(ad)];
+        self.q = vec![0.0; n * qd];
+        self.k = vec![0.0; n * kd];
+        self.v = vec![0.0; n * vd];
+        self.qkv = if m.layers.iter().any(|l| l.wqkv.is_some()) { vec![0.0; n * (qd + kd + vd)] } else { Vec::new() };
+        self.attn = vec![0.0; n * ad];
+        self.o = vec![0.0; n * e];
+        self.gate = vec![0.0; n * c.n_ff];
+        self.up = vec![0.0; n * 2 * c.n_ff];
+        self.cap = n;
+    }
+}
+
+impl Model {
+    /// Run `tokens` at positions pos0.. through the model, writing K/V into `kv`.
+    /// Returns logits [rows, n_vocab] for the requested rows (in `state.logits`).
+    pub fn forward<'s>(
+        &self,
+        pool: &ThreadPool,
+        st: &'s mut State,
+        kv: &mut KvCache,
+        tokens: &[u32],
+        pos0: usize,
+        rows: LogitRows,
+    ) -> Result<&'s [f32]> {
+        let c = &self.config;
+        let n = tokens.len();
+        if n == 0 {
+            return Err(Error::InvalidRequest("empty batch: no tokens to evaluate".into()));
+        }
+        if pos0 + n > kv.n_ctx {
+            return Err(Error::ContextOverflow { n_tokens: pos0 + n, n_ctx: kv.n_ctx });
+        }
+        if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
+            return Err(Error::InvalidRequest(format!("token id {bad} is out of range (n_vocab = {})", c.n_vocab)));
+        }
+        st.ensure(self, n);
+        let e = c.n_embd;
+        st.positions.clear();
+        st.positions.extend(pos0..pos0 + n);
+
+        // [n, n_embd] token embeddings
+        for (t, &tok) in tokens.iter().enumerate() {
+            let row = &mut st.x[t * e..(t + 1) * e];
+            self.tok_embd.dequantize_row(tok as usize, row);
+            if c.embd_scale != 1.0 {
+                row.iter_mut().for_each(|v| *v *= c.embd_scale);
+            }
+        }
+        for (il, layer) in self.layers.iter().enumerate() {
+            self.layer(pool, st, kv, il, layer, n, pos0)?;
+        }
+        // final norm, then logits for the rows asked for
+        let (r0, nr) = match rows {
+            LogitRows::None => return Ok(&st.logits[..0]),
+            LogitRows::Last => (n - 1, 1),
+            LogitRows::All => (0, n),
+        };
+        for t in r0..r0 + nr {
+            let x = &mut st.x[t * e..(t + 1) * e];
+            rms_norm(x, &self.output_norm, c.rms_eps);
+        }
+        st.logits.resize(nr * c.n_vocab, 0.0);
+        matmul(pool, &self.output, &st.x[r0 * e..(r0 + nr) * e], nr, &mut st.logits, &mut st.scratch);
+        Ok(&st.logits[..nr * c.n_vocab])
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn layer(&self, pool: &ThreadPool, st: &mut State, kv: &mut KvCache, il: usize, l: &Layer, n: usize, pos0: usize) -> Result<()> {
+        let c = &self.config;
+        let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
+        let (qd, kd, vdim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
+
+        // h = RMSNorm(x) · attn_norm                                   [n, e]
+        st.h[..n * e].copy_from_slice(&st.x[..n * e]);
+        for t in 0..n {
+            rms_norm(&mut st.h[t * e..(t + 1) * e], &l.attn_norm, c.rms_eps);
+        }
+        // q, k, v projections                                          [n, qd] [n, kd] [n, vdim]
+        if let Some(wqkv) = &l.wqkv {
+            matmul(pool, wqkv, &st.h[..n * e], n, &mut st.qkv, &mut st.scratch);
+            let w = qd + kd + vdim;
+            for t in 0..n {
+                let r = &st.qkv[t * w..(t + 1) * w];
+                st.q[t * qd..(t + 1) * qd].copy_from_slice(&r[..qd]);
+                st.k[t * kd..(t + 1) * kd].copy_from_slice(&r[qd..qd + kd]);
+                st.v[t * vdim..(t + 1) * vdim].copy_from_slice(&r[qd + kd..]);
+            }
+        } else if let (Some(wq), Some(wk), Some(wv)) = (&l.wq, &l.wk, &l.wv) {
+            matmul(pool, wq, &st.h[..n * e], n, &mut st.q, &mut st.scratch);
+            matmul(pool, wk, &st.h[..n * e], n, &mut st.k, &mut st.scratch);
+            matmul(pool, wv, &st.h[..n * e], n, &mut st.v, &mut st.scratch);
+        }
+        for (buf, bias, dim) in [(&mut st.q, &l.bq, qd), (&mut st.k, &l.bk, kd), (&mut st.v, &l.bv, vdim)] {
+            if let Some(b) = bias {
+                for t in 0..n {
+                    add_inplace(&mut buf[t * dim..(t + 1) * dim], b);
+                }
+            }
+        }
+        // per-head QK-norm (Gemma 3, Qwen 3)
+        if let Some(w) = &l.q_norm {
+            st.q[..n * qd].chunks_exact_mut(hd).for_each(|h| rms_norm(h, w, c.rms_eps));
+        }
+        if let Some(w) = &l.k_norm {
+            st.k[..n * kd].chunks_exact_mut(hd).for_each(|h| rms_norm(h, w, c.rms_eps));
+        }
+        // RoPE on q and k, per token position
+        let swa = c.is_swa(il);
+        let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
+        let half = c.n_rot / 2;
+        st.cos.resize(half, 0.0);
+        st.sin.resize(half, 0.0);
+        for t in 0..n {
+            rope_cache(pos0 + t, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut st.cos, &mut st.sin);
+            for h in st.q[t * qd..(t + 1) * qd].chunks_exact_mut(hd) {
+                rope_apply(h, c.n_rot, c.rope_neox, &st.cos, &st.sin);
+            }
+            for h in st.k[t * kd..(t + 1) * kd].chunks_exact_mut(hd) {
+                rope_apply(h, c.n_rot, c.rope_neox, &st.cos, &st.sin);
+            }
+        }
+        if c.q_scale != 1.0 {
+            st.q[..n * qd].iter_mut().for_each(|v| *v *= c.q_scale);
+        }
+        kv.store(il, pos0, &st.k, &st.v, n);
+        let shape = AttnShape {
+            n_head: c.n_head,
+            n_head_kv: c.n_head_kv,
+            head_dim: hd,
+            v_head_dim: vd,
+            scale: c.kq_scale,
+            window: if swa { Some(c.sliding_window) } else { None },
+            softcap: 0.0,
+        };
+        let lkv = &kv.layers[il];
+        attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, &st.positions, &mut st.attn);
+        // o = Wo · attn                                                  [n, e]
+        let ad = c.n_head * vd;
+        matmul(pool, &l.wo, &st.attn[..n * ad], n, &mut st.o, &mut st.scratch);
+        if let Some(w) = &l.post_attn_norm {
+            st.o[..n * e].chunks_exact_mut(e).for_each(|r| rms_norm(r, w, c.rms_eps));
+        }
+        add_inplace(&mut st.x[..n * e], &st.o[..n * e]);
+
+        // FFN: h = RMSNorm(x) · ffn_norm; act(gate·h) ⊙ (up·h); down
+        st.h[..n * e].copy_from_slice(&st.x[..n * e]);
+        for t in 0..n {
+            rms_norm(&mut st.h[t * e..(t + 1) * e], &l.ffn_norm, c.rms_eps);
+        }
+        let f = c.n_ff;
+        if let Some(gate) = &l.gate {
+            matmul(pool, gate, &st.h[..n * e], n, &mut st.gate, &mut st.scratch);
+            matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
+        } else {
+            // fused [gate; up] rows (Phi-3): split each token's output in halves
+            matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
+            for t in (0..n).rev() {
+                let (g, u) = st.up[t * 2 * f..(t + 1) * 2 * f].split_at(f);
+                st.gate[t * f..(t + 1) * f].copy_from_slice(g);
+                let u = u.to_vec();
+                st.up[t * f..(t + 1) * f].copy_from_slice(&u);
+            }
+        }
+        match c.activation {
+            Activation::GeluTanh => geglu(&mut st.gate[..n * f], &st.up[..n * f]),
+            Activation::Silu => swiglu(&mut st.gate[..n * f], &st.up[..n * f]),
+        }
+        matmul(pool, &l.down, &st.gate[..n * f], n, &mut st.o, &mut st.scratch);
+        if let Some(w) = &l.post_ffn_norm {
+            st.o[..n * e].chunks_exact_mut(e).for_each(|r| rms_norm(r, w, c.rms_eps));
+        }
+        add_inplace(&mut st.x[..n * e], &st.o[..n * e]);
+        Ok(())
+    }
+}

@@ -1,0 +1,107 @@
+//! Decoder-only transformer models built from GGUF: weights bound in place, a
+//! forward pass over a batch of tokens, KV cache in f16.
+pub mod config;
+mod forward;
+mod weights;
+
+pub use config::{Activation, Arch, Config, SUPPORTED_ARCHS};
+pub use forward::{LogitRows, State};
+
+use crate::cpu::Weight;
+use crate::error::Result;
+use crate::gguf::Gguf;
+use std::sync::Arc;
+use weights::Loader;
+
+pub struct Layer {
+    pub attn_norm: Vec<f32>,
+    /// Separate projections, or one fused QKV (Phi-3).
+    pub wq: Option<Weight>,
+    pub wk: Option<Weight>,
+    pub wv: Option<Weight>,
+    pub wqkv: Option<Weight>,
+    pub bq: Option<Vec<f32>>,
+    pub bk: Option<Vec<f32>>,
+    pub bv: Option<Vec<f32>>,
+    pub q_norm: Option<Vec<f32>>,
+    pub k_norm: Option<Vec<f32>>,
+    pub wo: Weight,
+    pub post_attn_norm: Option<Vec<f32>>,
+    pub ffn_norm: Vec<f32>,
+    /// Separate gate/up, or up holding [gate; up] (Phi-3) when gate is None.
+    pub gate: Option<Weight>,
+    pub up: Weight,
+    pub down: Weight,
+    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+pub struct Model {
+    /// Keeps the memory map alive for every `Weight` below.
+    pub gguf: Arc<Gguf>,
+    pub config: Config,
+    pub tok_embd: Weight,
+    pub output_norm: Vec<f32>,
+    pub output: Weight,
+    pub rope_freqs: Option<Vec<f32>>,
+    pub layers: Vec<Layer>,
+}
+
+impl Model {
+    pub fn load(gguf: Arc<Gguf>) -> Result<Model> {
+        let config = Config::from_gguf(&gguf)?;
+        let c = &config;
+        let ld = Loader { g: &gguf };
+        let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
+        let (q_dim, kv_dim, v_dim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
+        let tok_embd = ld.matrix("token_embd.weight", e, c.n_vocab)?;
+        let output_norm = ld.vector("output_norm.weight", e)?;
+        let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
+            Some(w) => w,
+            None => tok_embd,
+        };
+        let rope_freqs = ld.opt_vector("rope_freqs.weight", c.n_rot / 2)?;
+        let mut layers = Vec::with_capacity(c.n_layer);
+        for il in 0..c.n_layer {
+            let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let b = |s: &str| format!("blk.{il}.{s}.bias");
+            let fused_qkv = ld.has(&n("attn_qkv"));
+            let (wq, wk, wv, wqkv) = if fused_qkv {
+                (None, None, None, Some(ld.matrix(&n("attn_qkv"), e, q_dim + kv_dim + v_dim)?))
+            } else {
+                (
+                    Some(ld.matrix(&n("attn_q"), e, q_dim)?),
+                    Some(ld.matrix(&n("attn_k"), e, kv_dim)?),
+                    Some(ld.matrix(&n("attn_v"), e, v_dim)?),
+                    None,
+                )
+            };
+            let gate = ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)?;
+            let up = if gate.is_some() { ld.matrix(&n("ffn_up"), e, c.n_ff)? } else { ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)? };
+            layers.push(Layer {
+                attn_norm: ld.vector(&n("attn_norm"), e)?,
+                wq,
+                wk,
+                wv,
+                wqkv,
+                bq: ld.opt_vector(&b("attn_q"), q_dim)?,
+                bk: ld.opt_vector(&b("attn_k"), kv_dim)?,
+                bv: ld.opt_vector(&b("attn_v"), v_dim)?,
+                q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
+                k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
+                wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
+                post_attn_norm: ld.opt_vector(&n("post_attention_norm"), e)?,
+                ffn_norm: ld.vector(&n("ffn_norm"), e)?,
+                gate,
+                up,
+                down: ld.matrix(&n("ffn_down"), c.n_ff, e)?,
+                post_ffn_norm: ld.opt_vector(&n("post_ffw_norm"), e)?,
+            });
+        }
+        Ok(Model { gguf, config, tok_embd, output_norm, output, rope_freqs, layers })
+    }
+
+    /// Parameter count (elements of all tensors).
+    pub fn n_params(&self) -> u64 {
+        self.gguf.tensors.iter().map(|t| t.n_elements()).sum()
+    }
+}

@@ -1,0 +1,82 @@
+//! Binding GGUF tensors to typed weights, with shape checks that name the tensor.
+use crate::cpu::Weight;
+use crate::error::{Error, Result};
+use crate::gguf::{Gguf, TensorInfo};
+use crate::quant;
+
+pub struct Loader<'a> {
+    pub g: &'a Gguf,
+}
+
+impl<'a> Loader<'a> {
+    fn err(&self, name: &str, what: String) -> Error {
+        Error::Tensor { path: self.g.path().to_path_buf(), tensor: name.to_string(), what }
+    }
+
+    pub fn info(&self, name: &str) -> Result<&'a TensorInfo> {
+        self.g.tensor(name).ok_or_else(|| self.err(name, "is required but missing from the file".into()))
+    }
+
+    pub fn has(&self, name: &str) -> bool {
+        self.g.tensor(name).is_some()
+    }
+
+    fn check_shape(&self, t: &TensorInfo, want: &[usize]) -> Result<()> {
+        let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
+        let mut d = dims.clone();
+        while d.len() > want.len() && d.last() == Some(&1) {
+            d.pop();
+        }
+        if d != want {
+            return Err(self.err(&t.name, format!("has shape {dims:?}, expected {want:?}")));
+        }
+        Ok(())
+    }
+
+    /// A matrix [n_in, n_out] (ggml order) usable by `matmul`.
+    pub fn matrix(&self, name: &str, n_in: usize, n_out: usize) -> Result<Weight> {
+        let t = self.info(name)?;
+        self.check_shape(t, &[n_in, n_out])?;
+        self.weight_of(t)
+    }
+
+    fn weight_of(&self, t: &TensorInfo) -> Result<Weight> {
+        if !t.ty.is_supported() {
+            return Err(Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() });
+        }
+        let dot = quant::dot_fn(t.ty)
+            .ok_or_else(|| Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() })?;
+        let data = self.g.tensor_data(t);
+        // SAFETY: `data` points into the model's memory map, which the `Model` owns
+        // (through an Arc<Gguf>) for at least as long as any Weight built from it.
+        Ok(unsafe { Weight::new(t.ty, t.row_len(), t.n_rows(), data, dot) })
+    }
+
+    pub fn opt_matrix(&self, name: &str, n_in: usize, n_out: usize) -> Result<Option<Weight>> {
+        if self.has(name) {
+            self.matrix(name, n_in, n_out).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A vector of `n` values dequantized to f32 (norm weights, biases).
+    pub fn vector(&self, name: &str, n: usize) -> Result<Vec<f32>> {
+        let t = self.info(name)?;
+        self.check_shape(t, &[n])?;
+        if !t.ty.is_supported() {
+            return Err(Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() });
+        }
+        let mut out = vec![0f32; n];
+        quant::dequantize(t.ty, self.g.tensor_data(t), &mut out);
+        Ok(out)
+    }
+
+    pub fn opt_vector(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>> {
+        if self.has(name) {
+            self.vector(name, n).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,39 @@
+//! The one table from `crate::Error` to Python exceptions (rooted at LlamarsError).
+use crate::error::Error;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(_core, LlamarsError, PyException, "Base class of every llamars error.");
+create_exception!(_core, ModelLoadError, LlamarsError, "The model file could not be opened, parsed or bound.");
+create_exception!(_core, TokenizerError, LlamarsError, "The model's tokenizer metadata is unusable.");
+create_exception!(_core, InvalidRequestError, LlamarsError, "A request parameter is invalid (the message names it).");
+create_exception!(_core, ContextOverflowError, LlamarsError, "The request does not fit in the context window.");
+create_exception!(_core, CancelledError, LlamarsError, "The generation was cancelled.");
+
+pub fn to_py(e: Error) -> PyErr {
+    let msg = e.to_string();
+    match e {
+        Error::Io { .. }
+        | Error::Gguf { .. }
+        | Error::MissingKey { .. }
+        | Error::UnsupportedArch { .. }
+        | Error::UnsupportedTensorType { .. }
+        | Error::Tensor { .. } => ModelLoadError::new_err(msg),
+        Error::Tokenizer(_) => TokenizerError::new_err(msg),
+        Error::InvalidRequest(_) => InvalidRequestError::new_err(msg),
+        Error::ContextOverflow { .. } => ContextOverflowError::new_err(msg),
+        Error::Cancelled => CancelledError::new_err(msg),
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("LlamarsError", py.get_type::<LlamarsError>())?;
+    m.add("ModelLoadError", py.get_type::<ModelLoadError>())?;
+    m.add("TokenizerError", py.get_type::<TokenizerError>())?;
+    m.add("InvalidRequestError", py.get_type::<InvalidRequestError>())?;
+    m.add("ContextOverflowError", py.get_type::<ContextOverflowError>())?;
+    m.add("CancelledError", py.get_type::<CancelledError>())?;
+    Ok(())
+}

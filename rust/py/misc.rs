@@ -1,0 +1,122 @@
+//! Module-level functions: GGUF inspection and kernel entry points for tests.
+use super::errors::{to_py, InvalidRequestError};
+use crate::gguf::{Gguf, Value};
+use crate::quant::{self, activation, dispatch, GgmlType};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::IntoPyObjectExt;
+use std::path::PathBuf;
+
+fn value_to_py(py: Python<'_>, v: &Value) -> PyResult<Py<PyAny>> {
+    Ok(match v {
+        Value::U8(x) => x.into_py_any(py)?,
+        Value::I8(x) => x.into_py_any(py)?,
+        Value::U16(x) => x.into_py_any(py)?,
+        Value::I16(x) => x.into_py_any(py)?,
+        Value::U32(x) => x.into_py_any(py)?,
+        Value::I32(x) => x.into_py_any(py)?,
+        Value::U64(x) => x.into_py_any(py)?,
+        Value::I64(x) => x.into_py_any(py)?,
+        Value::F32(x) => x.into_py_any(py)?,
+        Value::F64(x) => x.into_py_any(py)?,
+        Value::Bool(x) => x.into_py_any(py)?,
+        Value::String(s) => s.into_py_any(py)?,
+        Value::Array(_, items) => {
+            let l = PyList::empty(py);
+            for it in items {
+                l.append(value_to_py(py, it)?)?;
+            }
+            l.into_py_any(py)?
+        }
+    })
+}
+
+/// Parse a GGUF model (or the first part of a split model): header facts,
+/// metadata [(key, type, value)] and tensors [(name, type, dims, offset, bytes)].
+#[pyfunction]
+pub fn inspect<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let g = py.detach(|| Gguf::open(&path)).map_err(to_py)?;
+    let d = PyDict::new(py);
+    let f0 = &g.files[0];
+    d.set_item("path", path.to_string_lossy().into_owned())?;
+    d.set_item("version", f0.version)?;
+    d.set_item("alignment", f0.alignment)?;
+    d.set_item("data_offset", f0.data_offset)?;
+    d.set_item("n_files", g.files.len())?;
+    d.set_item("file_size", g.file_size())?;
+    let meta = PyList::empty(py);
+    for (k, v) in g.metadata() {
+        let ty = match v {
+            Value::Array(et, _) => format!("{}[{}]", v.value_type().name(), et.name()),
+            _ => v.value_type().name().to_string(),
+        };
+        meta.append((k.as_str(), ty, value_to_py(py, v)?))?;
+    }
+    d.set_item("metadata", meta)?;
+    let tensors = PyList::empty(py);
+    for t in &g.tensors {
+        tensors.append((t.name.as_str(), t.ty.name(), t.dims.clone(), t.offset, t.size, t.file))?;
+    }
+    d.set_item("tensors", tensors)?;
+    Ok(d)
+}
+
+fn parse_type(name: &str) -> PyResult<GgmlType> {
+    (0..64)
+        .filter_map(GgmlType::from_id)
+        .find(|t| t.name().eq_ignore_ascii_case(name))
+        .filter(|t| t.is_supported())
+        .ok_or_else(|| InvalidRequestError::new_err(format!("unsupported tensor type '{name}'")))
+}
+
+fn check_len(ty: GgmlType, data: &[u8], n: usize) -> PyResult<()> {
+    if n % ty.block_size() != 0 || data.len() != ty.row_bytes(n) {
+        return Err(InvalidRequestError::new_err(format!(
+            "{}: {} bytes do not hold {n} elements (block {} elements / {} bytes)",
+            ty.name(),
+            data.len(),
+            ty.block_size(),
+            ty.type_size()
+        )));
+    }
+    Ok(())
+}
+
+/// Scalar-reference dequantization: float32 little-endian bytes.
+#[pyfunction]
+pub fn dequantize<'py>(py: Python<'py>, type_name: &str, data: &[u8], n: usize) -> PyResult<Bound<'py, PyBytes>> {
+    let ty = parse_type(type_name)?;
+    check_len(ty, data, n)?;
+    let mut out = vec![0f32; n];
+    quant::dequantize(ty, data, &mut out);
+    let bytes: Vec<u8> = out.iter().flat_map(|v| v.to_le_bytes()).collect();
+    Ok(PyBytes::new(py, &bytes))
+}
+
+/// Dot product of one weight row with f32 activations quantized as llama.cpp does,
+/// using the kernel for `isa` ("scalar", "avx2", "avx512", "neon", or "auto").
+#[pyfunction]
+#[pyo3(signature = (type_name, w, activations, isa="auto"))]
+pub fn vec_dot(type_name: &str, w: &[u8], activations: Vec<f32>, isa: &str) -> PyResult<f32> {
+    let ty = parse_type(type_name)?;
+    let n = activations.len();
+    check_len(ty, w, n)?;
+    let isa = match isa {
+        "auto" => quant::isa(),
+        name => *dispatch::available()
+            .iter()
+            .find(|i| i.name() == name)
+            .ok_or_else(|| InvalidRequestError::new_err(format!("instruction set '{name}' is not available here")))?,
+    };
+    let f = dispatch::dot_fn_for(ty, isa)
+        .ok_or_else(|| InvalidRequestError::new_err(format!("no dot kernel for {}", ty.name())))?;
+    let mut a = Vec::new();
+    activation::quantize(quant::vec_dot_type(ty), &activations, &mut a);
+    Ok(f(n, w, &a))
+}
+
+/// Instruction sets this machine can run, and the one in use.
+#[pyfunction]
+pub fn isa() -> (String, Vec<String>) {
+    (quant::isa().name().to_string(), dispatch::available().iter().map(|i| i.name().to_string()).collect())
+}

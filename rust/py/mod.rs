@@ -1,0 +1,19 @@
+//! The only PyO3 code: the `llamars._core` module.
+mod engine;
+mod errors;
+mod misc;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<engine::PyEngine>()?;
+    m.add_class::<engine::PyGeneration>()?;
+    m.add_function(wrap_pyfunction!(misc::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::dequantize, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::isa, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,103 @@
+//! Quantization of f32 activations into the formats weights are dotted against.
+//! Matches ggml-cpu's x86 paths (AVX2): Q8_0 uses id = 127/amax and round-half-even.
+use super::f16::{f16_to_f32, f32_to_bf16, f32_to_f16};
+use super::GgmlType;
+
+/// Round half to even, as `_mm256_round_ps(_MM_ROUND_NEAREST)` and ggml's `nearest_int`.
+#[inline]
+fn rint(x: f32) -> f32 {
+    x.round_ties_even()
+}
+
+/// Quantize `x` (len a multiple of the block size) into `out` (resized to fit).
+pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
+    out.clear();
+    out.resize(ty.row_bytes(x.len()), 0);
+    match ty {
+        GgmlType::Q8_0 => q8_0(x, out),
+        GgmlType::Q8_1 => q8_1(x, out),
+        GgmlType::Q8_K => q8_k(x, out),
+        GgmlType::F16 => {
+            for (i, &v) in x.iter().enumerate() {
+                out[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+            }
+        }
+        GgmlType::BF16 => {
+            for (i, &v) in x.iter().enumerate() {
+                out[2 * i..2 * i + 2].copy_from_slice(&f32_to_bf16(v).to_le_bytes());
+            }
+        }
+        _ => {
+            for (i, &v) in x.iter().enumerate() {
+                out[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+    }
+}
+
+/// `block_q8_0 { f16 d; i8 qs[32]; }`
+pub fn q8_0(x: &[f32], out: &mut [u8]) {
+    for (xb, ob) in x.chunks_exact(32).zip(out.chunks_exact_mut(34)) {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        ob[0..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
+        for (q, &v) in ob[2..].iter_mut().zip(xb) {
+            *q = rint(v * id) as i8 as u8;
+        }
+    }
+}
+
+/// `block_q8_1 { f16 d; f16 s; i8 qs[32]; }` with s = d * sum(qs)
+pub fn q8_1(x: &[f32], out: &mut [u8]) {
+    for (xb, ob) in x.chunks_exact(32).zip(out.chunks_exact_mut(36)) {
+        let amax = xb.iter().fold(0f32, |m, v| m.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+        let mut sum = 0i32;
+        for (q, &v) in ob[4..].iter_mut().zip(xb) {
+            let r = rint(v * id) as i32;
+            sum += r;
+            *q = r as i8 as u8;
+        }
+        ob[0..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
+        ob[2..4].copy_from_slice(&f32_to_f16(d * sum as f32).to_le_bytes());
+    }
+}
+
+/// `block_q8_K { f32 d; i8 qs[256]; i16 bsums[16]; }` (quantize_row_q8_K_ref)
+pub fn q8_k(x: &[f32], out: &mut [u8]) {
+    for (xb, ob) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
+        let mut amax = 0f32;
+        let mut max = 0f32;
+        for &v in xb {
+            if v.abs() > amax {
+                amax = v.abs();
+                max = v;
+            }
+        }
+        if amax == 0.0 {
+            ob.fill(0);
+            continue;
+        }
+        let iscale = -127.0 / max;
+        let qs = &mut ob[4..260];
+        for (q, &v) in qs.iter_mut().zip(xb) {
+            *q = (rint(iscale * v) as i32).min(127) as i8 as u8;
+        }
+        let mut bsums = [0i16; 16];
+        for (j, s) in bsums.iter_mut().enumerate() {
+            *s = qs[j * 16..j * 16 + 16].iter().map(|&q| q as i8 as i16).sum();
+        }
+        ob[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+        for (j, s) in bsums.iter().enumerate() {
+            ob[260 + 2 * j..262 + 2 * j].copy_from_slice(&s.to_le_bytes());
+        }
+    }
+}
+
+/// Read the f16 scale of a Q8_0/Q8_1 block.
+#[inline]
+pub fn q8_scale(b: &[u8]) -> f32 {
+    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
+}

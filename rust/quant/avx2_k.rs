@@ -1,0 +1,231 @@
+//! AVX2 kernels for the K-quants and IQ4_XS (against block_q8_K activations).
+//!
+//! ggml-cpu/arch/x86/quants.c semantics: `maddubs` of unsigned weight values with signed
+//! activations, `madd` with the 16-bit sub-block scales, block sums in i32, one FMA per block.
+//! Q4_K and Q6_K (the hot types) are generic over `R` activation rows per weight block.
+//! Callers (`avx2.rs` wrappers) guarantee avx2+fma+f16c and that `nb` blocks are readable
+//! from `w` and from every activation row.
+use super::avx2::{
+    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, iq4_values, k4_mins_dot, k4_scales_mins, load128, load256,
+    q3_k_scales, rd_f32, scale_pair, shr2s,
+};
+use core::arch::x86_64::*;
+use core::ptr::read_unaligned;
+
+// block_q8_K { f32 d; i8 qs[256] @4; i16 bsums[16] @260; } = 292 bytes
+
+// block_q2_K { u8 scales[16]; u8 qs[64] @16; f16 d @80; f16 dmin @82; }
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q2_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let m4 = _mm_set1_epi8(0x0f);
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
+        let (wb, ab) = (w.add(84 * i), a.add(292 * i));
+        let dy = rd_f32(ab);
+        let (dw, mw) = fp16x2(wb.add(80), wb.add(82));
+        let (d, dmin) = (dy * dw, -dy * mw);
+        let ms = load128(wb);
+        let scales = _mm_and_si128(ms, m4);
+        let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
+        let prod = _mm256_madd_epi16(mins, load256(ab.add(260)));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
+        let mut sumi = _mm256_setzero_si256();
+        for c in 0..2 {
+            let bits = load256(wb.add(16 + 32 * c));
+            for s in 0..4 {
+                let q = _mm256_and_si256(shr2s(bits, s), m3);
+                let p = _mm256_maddubs_epi16(q, load256(ab.add(4 + 128 * c + 32 * s)));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair(scales, 8 * c + 2 * s), p));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_f32x8(acc)
+}
+
+// block_q3_K { u8 hmask[32]; u8 qs[64] @32; u8 scales[12] @96; f16 d @108; }
+// value = low2 - (hmask bit ? 0 : 4): two maddubs (low bits, and the 4 where the bit is clear).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    let m3 = _mm256_set1_epi8(3);
+    let four = _mm256_set1_epi8(4);
+    let zero = _mm256_setzero_si256();
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
+        let (wb, ab) = (w.add(110 * i), a.add(292 * i));
+        let d = rd_f32(ab) * fp16(wb.add(108));
+        let scales = q3_k_scales(wb.add(96));
+        let hbits = load256(wb);
+        let mut sumi = _mm256_setzero_si256();
+        for c in 0..2 {
+            let bits = load256(wb.add(32 + 32 * c));
+            for s in 0..4 {
+                let ql = _mm256_and_si256(shr2s(bits, s), m3);
+                let bit = _mm256_set1_epi8((1u8 << (4 * c + s)) as i8);
+                let qh = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, bit), zero), four);
+                let q8 = load256(ab.add(4 + 128 * c + 32 * s));
+                let p = _mm256_sub_epi16(_mm256_maddubs_epi16(ql, q8), _mm256_maddubs_epi16(qh, q8));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair(scales, 8 * c + 2 * s), p));
+            }
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_f32x8(acc)
+}
+
+// block_q4_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qs[128] @16; }
+// One weight block decoded once, dotted with R activation rows (same ops per row for any R).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q4_k_q8_k<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc_m = [_mm_setzero_ps(); R];
+    for i in 0..nb {
+        let wb = w.add(144 * i);
+        let (dw, mw) = fp16x2(wb, wb.add(2));
+        let sm = k4_scales_mins(wb.add(4));
+        let sc = _mm_cvtepu8_epi16(sm);
+        let scales = _mm256_set_m128i(sc, sc);
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for j in 0..4 {
+            let bits = load256(wb.add(16 + 32 * j));
+            let q4l = _mm256_and_si256(bits, m4);
+            let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+            let (sl, sh) = (bcast_i16(scales, 2 * j), bcast_i16(scales, 2 * j + 1));
+            for r in 0..R {
+                let y = a[r].add(292 * i + 4 + 64 * j);
+                let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(y)));
+                let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(y.add(32))));
+                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+            }
+        }
+        for r in 0..R {
+            let ab = a[r].add(292 * i);
+            let dy = rd_f32(ab);
+            let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
+            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r]);
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = hsum_f32x8(acc[r]) + hsum_f32x4(acc_m[r]);
+    }
+    out
+}
+
+// block_q5_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qh[32] @16; u8 qs[128] @48; }
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let sixteen = _mm256_set1_epi8(16);
+    let mut acc = _mm256_setzero_ps();
+    let mut acc_m = _mm_setzero_ps();
+    for i in 0..nb {
+        let (wb, ab) = (w.add(176 * i), a.add(292 * i));
+        let dy = rd_f32(ab);
+        let (dw, mw) = fp16x2(wb, wb.add(2));
+        let (d, dmin) = (dy * dw, -dy * mw);
+        let sm = k4_scales_mins(wb.add(4));
+        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260))), acc_m);
+        let sc = _mm_cvtepu8_epi16(sm);
+        let scales = _mm256_set_m128i(sc, sc);
+        let hbits = load256(wb.add(16));
+        let mut sumi = _mm256_setzero_si256();
+        for j in 0..4 {
+            let bits = load256(wb.add(48 + 32 * j));
+            let b0 = _mm256_set1_epi8((1u8 << (2 * j)) as i8);
+            let b1 = _mm256_set1_epi8((1u8 << (2 * j + 1)) as i8);
+            let h0 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b0), b0), sixteen);
+            let h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(hbits, b1), b1), sixteen);
+            let q5l = _mm256_or_si256(_mm256_and_si256(bits, m4), h0);
+            let q5h = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4), h1);
+            let pl = _mm256_maddubs_epi16(q5l, load256(ab.add(4 + 64 * j)));
+            let ph = _mm256_maddubs_epi16(q5h, load256(ab.add(4 + 64 * j + 32)));
+            let pl = _mm256_madd_epi16(bcast_i16(scales, 2 * j), pl);
+            let ph = _mm256_madd_epi16(bcast_i16(scales, 2 * j + 1), ph);
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_f32x8(acc) + hsum_f32x4(acc_m)
+}
+
+// block_q6_K { u8 ql[128]; u8 qh[64] @128; i8 scales[16] @192; f16 d @208; }
+// Σ sc·(q6 - 32)·q8 = Σ sc·q6·q8 - 32·Σ_g sc[g]·bsums[g]  (q6 in 0..64 for maddubs).
+// One weight block decoded once, dotted with R activation rows (same ops per row for any R).
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q6_k_q8_k<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m3 = _mm256_set1_epi8(3);
+    let mut acc = [_mm256_setzero_ps(); R];
+    for i in 0..nb {
+        let wb = w.add(210 * i);
+        let dw = fp16(wb.add(208));
+        let scales = load128(wb.add(192));
+        let sc16 = _mm256_cvtepi8_epi16(scales);
+        let mut sumi = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let corr = _mm256_madd_epi16(sc16, load256(a[r].add(292 * i + 260)));
+            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
+        }
+        for c in 0..2 {
+            let ql0 = load256(wb.add(64 * c));
+            let ql1 = load256(wb.add(64 * c + 32));
+            let qh = load256(wb.add(128 + 32 * c));
+            let q = [
+                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m3))),
+                _mm256_or_si256(
+                    _mm256_and_si256(ql1, m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), m3)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), m3)),
+                ),
+                _mm256_or_si256(
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), m3)),
+                ),
+            ];
+            for (k, &qk) in q.iter().enumerate() {
+                let s = scale_pair(scales, 8 * c + 2 * k);
+                for r in 0..R {
+                    let p = _mm256_maddubs_epi16(qk, load256(a[r].add(292 * i + 4 + 128 * c + 32 * k)));
+                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s, p));
+                }
+            }
+        }
+        for r in 0..R {
+            let d = rd_f32(a[r].add(292 * i)) * dw;
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = hsum_f32x8(acc[r]);
+    }
+    out
+}
+
+// block_iq4_xs { f16 d; u16 scales_h @2; u8 scales_l[4] @4; u8 qs[128] @8; }
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
+        let (wb, ab) = (w.add(136 * i), a.add(292 * i));
+        let d = rd_f32(ab) * fp16(wb);
+        let sh = read_unaligned(wb.add(2) as *const u16) as i32;
+        let mut sumi = _mm256_setzero_si256();
+        for ib in 0..8 {
+            let qx = iq4_values(wb.add(8 + 16 * ib));
+            let q8 = load256(ab.add(4 + 32 * ib));
+            let p16 = _mm256_maddubs_epi16(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(q8, qx));
+            let ls = ((*wb.add(4 + ib / 2) as i32 >> (4 * (ib % 2))) & 0x0f) | (((sh >> (2 * ib)) & 3) << 4);
+            sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((ls - 32) as i16)));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    }
+    hsum_f32x8(acc)
+}

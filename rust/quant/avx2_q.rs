@@ -1,0 +1,191 @@
+//! AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
+//!
+//! One weight block is decoded once (`Block32::weights`) and dotted with `R` activation rows
+//! (`R` = 1 for `DotFn`, 4 for `DotRowsFn`); every row sees the same operations in the same
+//! order, so a row's result does not depend on `R`. Generic over VNNI: `false` here
+//! (`maddubs` + `madd`), `true` from `avx512.rs` (256-bit `vpdpbusd`, avx512vnni+vl).
+//!
+//! No closures in these generic bodies: a closure is compiled without the target features of
+//! the function it ends up in, and its intrinsics then stay out-of-line calls (10x slower).
+//! Callers (the `#[target_feature]` entry points) guarantee the CPU features and that `nb`
+//! blocks are readable from `w` and from every `a[r]`.
+use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, iq4_values, load256, mul_us8, nibbles32};
+use core::arch::x86_64::*;
+
+/// A 32-element weight block type and its activation format (Q8_0, or Q8_1 when `MIN`).
+pub(super) trait Block32 {
+    /// Weights carry a minimum (Q4_1, Q5_1): unsigned values, Q8_1 activations
+    /// `{ f16 d; f16 s; i8 qs[32] }` and an `m·s` term. Otherwise signed values and Q8_0
+    /// activations `{ f16 d; i8 qs[32] }`.
+    const MIN: bool;
+    /// Block `i`: the 32 values (i8, or u8 when `MIN`), d and m (0 when not `MIN`).
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32);
+}
+
+/// Σ unsigned×signed byte products, 4 bytes per i32 lane; VNNI: one `vpdpbusd`.
+#[inline(always)]
+pub(super) unsafe fn udot<const VNNI: bool>(ax: __m256i, sy: __m256i) -> __m256i {
+    if VNNI {
+        _mm256_dpbusd_epi32(_mm256_setzero_si256(), ax, sy)
+    } else {
+        mul_us8(ax, sy)
+    }
+}
+
+/// Accumulates block `i` of every row into `acc` / `summs`.
+#[inline(always)]
+unsafe fn step<B: Block32, const VNNI: bool, const R: usize>(
+    w: *const u8,
+    a: &[*const u8; R],
+    i: usize,
+    acc: &mut [__m256; R],
+    summs: &mut [f32; R],
+) {
+    let (qx, dw, mw) = B::weights(w, i);
+    // |x| for the unsigned side of maddubs; the sign moves onto the activations
+    let ax = if B::MIN { qx } else { _mm256_sign_epi8(qx, qx) };
+    for r in 0..R {
+        if B::MIN {
+            let ab = a[r].add(36 * i);
+            let (da, sa) = fp16x2(ab, ab.add(2));
+            let p = udot::<VNNI>(ax, load256(ab.add(4)));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(p), acc[r]);
+            summs[r] += mw * sa;
+        } else {
+            let ab = a[r].add(34 * i);
+            let p = udot::<VNNI>(ax, _mm256_sign_epi8(load256(ab.add(2)), qx));
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16(ab)), _mm256_cvtepi32_ps(p), acc[r]);
+        }
+    }
+}
+
+/// Σ over `nb` blocks of d_w·d_a·Σ(w·a) (+ m·s), for each of the `R` activation rows.
+/// Two accumulators per row (even / odd blocks) keep two FMA chains in flight.
+#[inline(always)]
+pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const R: usize>(
+    nb: usize,
+    w: *const u8,
+    a: [*const u8; R],
+) -> [f32; R] {
+    let mut acc0 = [_mm256_setzero_ps(); R];
+    let mut acc1 = [_mm256_setzero_ps(); R];
+    let mut summs = [0f32; R];
+    let mut i = 0;
+    while i + 2 <= nb {
+        step::<B, VNNI, R>(w, &a, i, &mut acc0, &mut summs);
+        step::<B, VNNI, R>(w, &a, i + 1, &mut acc1, &mut summs);
+        i += 2;
+    }
+    if i < nb {
+        step::<B, VNNI, R>(w, &a, i, &mut acc0, &mut summs);
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = hsum_f32x8(_mm256_add_ps(acc0[r], acc1[r]));
+        if B::MIN {
+            out[r] += summs[r];
+        }
+    }
+    out
+}
+
+/// `block_q8_0 { f16 d; i8 qs[32]; }`
+#[allow(non_camel_case_types)]
+pub(super) struct BQ8_0;
+
+impl Block32 for BQ8_0 {
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(34 * i);
+        (load256(wb.add(2)), fp16(wb), 0.0)
+    }
+}
+
+/// `block_q4_0 { f16 d; u8 qs[16]; }`: nibble - 8
+#[allow(non_camel_case_types)]
+pub(super) struct BQ4_0;
+
+impl Block32 for BQ4_0 {
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(18 * i);
+        (_mm256_sub_epi8(nibbles32(wb.add(2)), _mm256_set1_epi8(8)), fp16(wb), 0.0)
+    }
+}
+
+/// `block_q4_1 { f16 d; f16 m; u8 qs[16]; }`: d·nibble + m
+#[allow(non_camel_case_types)]
+pub(super) struct BQ4_1;
+
+impl Block32 for BQ4_1 {
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(20 * i);
+        let (d, m) = fp16x2(wb, wb.add(2));
+        (nibbles32(wb.add(4)), d, m)
+    }
+}
+
+/// `block_q5_0 { f16 d; u32 qh; u8 qs[16]; }`: (nibble | bit<<4) - 16, formed as
+/// nibble | (bit ? 0 : 0xF0) in i8.
+#[allow(non_camel_case_types)]
+pub(super) struct BQ5_0;
+
+impl Block32 for BQ5_0 {
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(22 * i);
+        let hi = _mm256_andnot_si256(bits32(wb.add(2)), _mm256_set1_epi8(0xF0u8 as i8));
+        (_mm256_or_si256(nibbles32(wb.add(6)), hi), fp16(wb), 0.0)
+    }
+}
+
+/// `block_q5_1 { f16 d; f16 m; u32 qh; u8 qs[16]; }`: d·(nibble | bit<<4) + m
+#[allow(non_camel_case_types)]
+pub(super) struct BQ5_1;
+
+impl Block32 for BQ5_1 {
+    const MIN: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(24 * i);
+        let (d, m) = fp16x2(wb, wb.add(2));
+        let hi = _mm256_and_si256(bits32(wb.add(4)), _mm256_set1_epi8(0x10));
+        (_mm256_or_si256(nibbles32(wb.add(8)), hi), d, m)
+    }
+}
+
+/// `block_iq4_nl { f16 d; u8 qs[16]; }`: `kvalues_iq4nl[code]`
+#[allow(non_camel_case_types)]
+pub(super) struct BIQ4_NL;
+
+impl Block32 for BIQ4_NL {
+    const MIN: bool = false;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(18 * i);
+        (iq4_values(wb.add(2)), fp16(wb), 0.0)
+    }
+}
+
+macro_rules! entry_points {
+    ($($kernel:ident => $blk:ident;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $kernel<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+            blocks32::<$blk, false, R>(nb, w, a)
+        }
+    )*};
+}
+
+entry_points! {
+    q8_0_q8_0 => BQ8_0;
+    q4_0_q8_0 => BQ4_0;
+    q4_1_q8_1 => BQ4_1;
+    q5_0_q8_0 => BQ5_0;
+    q5_1_q8_1 => BQ5_1;
+    iq4_nl_q8_0 => BIQ4_NL;
+}

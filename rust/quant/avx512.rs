@@ -1,0 +1,270 @@
+//! AVX-512 dot kernels.
+//!
+//! - Q4_K, Q6_K: 512-bit kernels (64 elements per register), in two builds: plain
+//!   (`maddubs` + `madd`) and VNNI (`vpdpwssd`) when `avx512vnni` is present.
+//! - Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (32-element blocks): the AVX2 block bodies
+//!   (`avx2_q.rs`) with 256-bit `vpdpbusd` (avx512vnni+vl). Without VNNI these types use the
+//!   AVX2 kernels: a 512-bit two-blocks-per-register build measured slower than AVX2 here (the
+//!   per-block f16 scales and lane shuffles cost more than the halved integer work saves).
+//! - Every other type uses its AVX2 kernel under this ISA (see `dispatch.rs`).
+//!
+//! All kernels are generic over `R` activation rows per weight block (`DotRowsFn`); each row
+//! sees the same operations for any `R`. Integer block sums are exact; only the f32
+//! accumulation order differs from `scalar.rs`.
+//!
+//! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
+//! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
+use super::avx2::{fp16, fp16x2, hsum_f32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
+use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
+use super::{DotFn, DotRowsFn, GgmlType};
+use core::arch::x86_64::*;
+
+fn has_avx512() -> bool {
+    is_x86_feature_detected!("avx512f")
+        && is_x86_feature_detected!("avx512bw")
+        && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx2")
+        && is_x86_feature_detected!("fma")
+        && is_x86_feature_detected!("f16c")
+}
+
+/// Whether the CPU has AVX-512 VNNI (used by the kernels `dot` hands out when it does).
+pub fn has_vnni() -> bool {
+    has_avx512() && is_x86_feature_detected!("avx512vnni")
+}
+
+/// `(DotFn, DotRowsFn)` of the AVX-512 kernel for `ty` (VNNI build when available), or `None`
+/// (no kernel for the type on this CPU: the caller falls back to AVX2).
+fn kernels(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
+    if !has_avx512() {
+        return None;
+    }
+    let vnni = is_x86_feature_detected!("avx512vnni");
+    use GgmlType::*;
+    Some(match (ty, vnni) {
+        (Q4_K, false) => (dot_q4_k, rows_q4_k),
+        (Q4_K, true) => (dot_q4_k_vnni, rows_q4_k_vnni),
+        (Q6_K, false) => (dot_q6_k, rows_q6_k),
+        (Q6_K, true) => (dot_q6_k_vnni, rows_q6_k_vnni),
+        (Q8_0, true) => (dot_q8_0_vnni, rows_q8_0_vnni),
+        (Q5_0, true) => (dot_q5_0_vnni, rows_q5_0_vnni),
+        (Q4_0, true) => (dot_q4_0_vnni, rows_q4_0_vnni),
+        (Q4_1, true) => (dot_q4_1_vnni, rows_q4_1_vnni),
+        (Q5_1, true) => (dot_q5_1_vnni, rows_q5_1_vnni),
+        (IQ4_NL, true) => (dot_iq4_nl_vnni, rows_iq4_nl_vnni),
+        _ => return None,
+    })
+}
+
+/// The AVX-512 kernel for `ty`, or `None` (use AVX2).
+pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
+    kernels(ty).map(|k| k.0)
+}
+
+/// The AVX-512 multi-row kernel for `ty` (the twin of [`dot`]'s), or `None`.
+pub(super) fn dot_rows(ty: GgmlType) -> Option<DotRowsFn> {
+    kernels(ty).map(|k| k.1)
+}
+
+/// Every AVX-512 build for `ty` the CPU can run, named, as (single-row, multi-row) pairs
+/// (tests exercise the plain builds even on VNNI machines, where `dot` never hands them out).
+#[cfg(test)]
+pub(super) fn variants(ty: GgmlType) -> Vec<(&'static str, DotFn, DotRowsFn)> {
+    let mut v: Vec<(&'static str, DotFn, DotRowsFn)> = Vec::new();
+    if !has_avx512() {
+        return v;
+    }
+    match ty {
+        GgmlType::Q4_K => v.push(("avx512-plain", dot_q4_k, rows_q4_k)),
+        GgmlType::Q6_K => v.push(("avx512-plain", dot_q6_k, rows_q6_k)),
+        _ => {}
+    }
+    if let (true, Some((d, r))) = (has_vnni(), kernels(ty)) {
+        v.push(("avx512-vnni", d, r));
+    }
+    v
+}
+
+// ---------------------------------------------------------------- entry points
+
+// 256-bit VNNI builds of the AVX2 32-element block kernels.
+macro_rules! vnni32 {
+    ($($kernel:ident => $blk:ident;)*) => {$(
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        unsafe fn $kernel<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+            blocks32::<$blk, true, R>(nb, w, a)
+        }
+    )*};
+}
+
+vnni32! {
+    k_q8_0_vnni => BQ8_0;
+    k_q5_0_vnni => BQ5_0;
+    k_q4_0_vnni => BQ4_0;
+    k_q4_1_vnni => BQ4_1;
+    k_q5_1_vnni => BQ5_1;
+    k_iq4_nl_vnni => BIQ4_NL;
+}
+
+// 512-bit K-quant kernels: one generic `#[inline(always)]` body per type, instantiated with
+// and without VNNI inside functions that enable the features.
+macro_rules! k512 {
+    ($($body:ident => $plain:ident / $vnni:ident;)*) => {$(
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+        unsafe fn $plain<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+            $body::<false, R>(nb, w, a)
+        }
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+        unsafe fn $vnni<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+            $body::<true, R>(nb, w, a)
+        }
+    )*};
+}
+
+k512! {
+    q4_k_body => k_q4_k / k_q4_k_vnni;
+    q6_k_body => k_q6_k / k_q6_k_vnni;
+}
+
+// Safe wrappers (SAFETY: handed out only by `kernels`, after the features of each build were
+// detected; reads bounded by `nblocks` / `rows_nblocks`, see `avx2::row_wrappers!`).
+row_wrappers! {
+    dot_q8_0_vnni, rows_q8_0_vnni => k_q8_0_vnni, 32, 34, 34;
+    dot_q5_0_vnni, rows_q5_0_vnni => k_q5_0_vnni, 32, 22, 34;
+    dot_q4_0_vnni, rows_q4_0_vnni => k_q4_0_vnni, 32, 18, 34;
+    dot_q4_1_vnni, rows_q4_1_vnni => k_q4_1_vnni, 32, 20, 36;
+    dot_q5_1_vnni, rows_q5_1_vnni => k_q5_1_vnni, 32, 24, 36;
+    dot_iq4_nl_vnni, rows_iq4_nl_vnni => k_iq4_nl_vnni, 32, 18, 34;
+    dot_q4_k, rows_q4_k => k_q4_k, 256, 144, 292;
+    dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, 256, 144, 292;
+    dot_q6_k, rows_q6_k => k_q6_k, 256, 210, 292;
+    dot_q6_k_vnni, rows_q6_k_vnni => k_q6_k_vnni, 256, 210, 292;
+}
+
+// ---------------------------------------------------------------- helpers
+// `#[inline(always)]`, no closures: compiled inside the target_feature entry points above.
+// With VNNI = true they use avx512vnni instructions, so they are only instantiated from the
+// `*_vnni` entry points.
+
+/// acc + Σ pairs of i16 products (madd), per i32 lane.
+#[inline(always)]
+unsafe fn wdot<const VNNI: bool>(acc: __m512i, x: __m512i, y: __m512i) -> __m512i {
+    if VNNI {
+        _mm512_dpwssd_epi32(acc, x, y)
+    } else {
+        _mm512_add_epi32(acc, _mm512_madd_epi16(x, y))
+    }
+}
+
+/// Two 256-bit halves → one 512-bit register (`lo` in bits 0..256).
+#[inline(always)]
+unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+#[inline(always)]
+unsafe fn load512(p: *const u8) -> __m512i {
+    _mm512_loadu_si512(p as *const _)
+}
+
+// ---------------------------------------------------------------- Q4_K · Q8_K
+// block_q4_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qs[128] @16; }
+// block_q8_K { f32 d; i8 qs[256] @4; i16 bsums[16] @260; }
+// 64-element group j: [low nibbles of qs[32j..], high nibbles] against q8[64j..64j+64];
+// i16 lanes 0..16 take scale 2j, lanes 16..32 scale 2j+1.
+
+#[inline(always)]
+unsafe fn q4_k_body<const VNNI: bool, const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc_m = [_mm_setzero_ps(); R];
+    for i in 0..nb {
+        let wb = w.add(144 * i);
+        let (dw, mw) = fp16x2(wb, wb.add(2));
+        let sm = k4_scales_mins(wb.add(4));
+        let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
+        let mut sumi = [_mm512_setzero_si512(); R];
+        for j in 0..4 {
+            let bits = load256(wb.add(16 + 32 * j));
+            let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
+            let idx = _mm512_mask_blend_epi16(
+                0xFFFF_0000,
+                _mm512_set1_epi16((2 * j) as i16),
+                _mm512_set1_epi16((2 * j + 1) as i16),
+            );
+            let s = _mm512_permutexvar_epi16(idx, sc16);
+            for r in 0..R {
+                let p16 = _mm512_maddubs_epi16(q4, load512(a[r].add(292 * i + 4 + 64 * j)));
+                sumi[r] = wdot::<VNNI>(sumi[r], p16, s);
+            }
+        }
+        for r in 0..R {
+            let ab = a[r].add(292 * i);
+            let dy = rd_f32(ab);
+            let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
+            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r]);
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dy * dw), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = _mm512_reduce_add_ps(acc[r]) + hsum_f32x4(acc_m[r]);
+    }
+    out
+}
+
+// ---------------------------------------------------------------- Q6_K · Q8_K
+// block_q6_K { u8 ql[128]; u8 qh[64] @128; i8 scales[16] @192; f16 d @208; }
+// Per 128-element chunk c: ql[64c..64c+64] low nibbles = elements 0..64 of the chunk, high
+// nibbles = elements 64..128; qh[32c..32c+32] bit pairs 0,1 / 2,3 / 4,5 / 6,7 per 32 elements.
+// Σ sc·(q6-32)·q8 = Σ sc·q6·q8 - 32·Σ_g sc[g]·bsums[g].
+
+static GROUP_IDX: [u16; 32] =
+    [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
+
+#[inline(always)]
+unsafe fn q6_k_body<const VNNI: bool, const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m3 = _mm512_set1_epi8(3);
+    // per-i16 shift counts: low 256 bits / high 256 bits
+    let sh01 = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
+    let sh23 = join(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
+    let gidx = load512(GROUP_IDX.as_ptr() as *const u8);
+    let mut acc = [_mm512_setzero_ps(); R];
+    for i in 0..nb {
+        let wb = w.add(210 * i);
+        let dw = fp16(wb.add(208));
+        let sc16 = _mm256_cvtepi8_epi16(load128(wb.add(192)));
+        let mut sumi = [_mm512_setzero_si512(); R];
+        for r in 0..R {
+            let corr = _mm256_madd_epi16(sc16, load256(a[r].add(292 * i + 260)));
+            let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
+            sumi[r] = _mm512_zextsi256_si512(corr);
+        }
+        let sc16 = _mm512_castsi256_si512(sc16);
+        for c in 0..2 {
+            let ql = load512(wb.add(64 * c));
+            let qh = _mm512_broadcast_i64x4(load256(wb.add(128 + 32 * c)));
+            let h_lo = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3));
+            let h_hi = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3));
+            let q_lo = _mm512_or_si512(_mm512_and_si512(ql, m4), h_lo);
+            let q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_hi);
+            let s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c) as i16)), sc16);
+            let s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c + 4) as i16)), sc16);
+            for r in 0..R {
+                let y = a[r].add(292 * i + 4 + 128 * c);
+                sumi[r] = wdot::<VNNI>(sumi[r], _mm512_maddubs_epi16(q_lo, load512(y)), s_lo);
+                sumi[r] = wdot::<VNNI>(sumi[r], _mm512_maddubs_epi16(q_hi, load512(y.add(64))), s_hi);
+            }
+        }
+        for r in 0..R {
+            let d = rd_f32(a[r].add(292 * i)) * dw;
+            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+        }
+    }
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = _mm512_reduce_add_ps(acc[r]);
+    }
+    out
+}

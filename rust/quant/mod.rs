@@ -1,0 +1,81 @@
+//! Quantized tensor types: block layouts, scalar dequantize references, activation
+//! quantization (Q8_0 / Q8_1 / Q8_K, as llama.cpp does it) and dot-product kernels.
+//!
+//! Every supported weight type `T` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) has:
+//! - `dequantize(T, blocks, out)`: the scalar reference (`scalar.rs`, `scalar_k.rs`), equal
+//!   bit for bit to ggml's `dequantize_row_*` (and to gguf-py; see tests/test_quant.py);
+//! - `vec_dot_type(T)`: the activation format it is dotted against (llama.cpp's `vec_dot_type`),
+//!   produced by `activation::quantize`;
+//! - `dot_fn(T)`: the fastest dot kernel for this machine; `scalar::dot(T)` is its oracle.
+//!
+//! Kernels by instruction set (`dispatch::dot_fn_for(T, isa)`; `LLAMARS_ISA` forces one):
+//!
+//! | ISA      | files                        | types |
+//! |----------|------------------------------|-------|
+//! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
+//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs | all supported types (AVX2 + FMA + F16C) |
+//! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
+//! | neon     | neon.rs                      | Q8_0, Q5_0, Q4_K, Q6_K (baseline aarch64 NEON); others scalar |
+//!
+//! Multi-row kernels (`dot_rows_fn`, [`DotRowsFn`]: one weight row against several
+//! activation rows, weights decoded once; 1.4–1.9x faster per dot when several tokens share
+//! the weights) exist for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K under avx2/avx512.
+//!
+//! Integer block sums are exact in every kernel; kernels differ from the scalar reference
+//! only in the order of f32 accumulation (tests: `tests.rs`, tolerance `REL_ISA`).
+//! Activations must come from `activation::quantize` (Q8 values in [-127, 127]; the sign
+//! tricks of the SIMD kernels assume an activation byte is never -128).
+pub mod activation;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_k;
+#[cfg(target_arch = "x86_64")]
+mod avx2_q;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+pub mod dispatch;
+pub mod f16;
+#[cfg(target_arch = "aarch64")]
+mod neon;
+pub mod scalar;
+pub mod scalar_k;
+#[cfg(test)]
+mod tests;
+pub mod types;
+
+pub use dispatch::{dot_fn, dot_rows_fn, isa, Isa};
+pub use types::GgmlType;
+
+/// A dot product of one weight row (raw blocks) with one quantized activation row.
+/// `n` is the number of elements; both slices hold `n` elements' worth of blocks (every
+/// kernel stops at the shortest of `n`, `w` and `a`, in whole blocks, and never reads past
+/// a slice).
+pub type DotFn = fn(n: usize, w: &[u8], a: &[u8]) -> f32;
+
+/// One weight row against several quantized activation rows:
+/// `out[r] = dot(n, w, &a[r * a_stride..])` for `r < out.len()` (rows `a_stride` bytes apart,
+/// usually `vec_dot_type(ty).row_bytes(n)`). The weight blocks are decoded once per group of
+/// rows, which pays off when several tokens are multiplied by the same weights (prefill).
+/// Each `out[r]` is bit-identical to the `DotFn` of the same type and ISA on that row.
+/// Where `dot_rows_fn` has no kernel (`None`), loop over rows with the `DotFn`.
+pub type DotRowsFn = fn(n: usize, w: &[u8], a: &[u8], a_stride: usize, out: &mut [f32]);
+
+/// The activation format a weight type is dotted against (ggml-cpu type_traits_cpu).
+pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
+    use GgmlType::*;
+    match ty {
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
+        Q4_1 | Q5_1 => Q8_1,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
+        F16 => F16,
+        BF16 => BF16,
+        _ => F32,
+    }
+}
+
+/// Dequantize a whole number of blocks into `out` (len = elements).
+pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
+    scalar::dequantize(ty, src, out)
+}

@@ -1,0 +1,347 @@
+//! Scalar reference kernels: dequantize and dot products, one per type.
+//! These are the oracles every SIMD kernel is tested against. Layouts follow
+//! ggml-common.h; the math follows ggml-quants.c (dequantize_row_*) and
+//! ggml-cpu/quants.c (ggml_vec_dot_*_generic).
+use super::f16::{bf16_to_f32, f16_to_f32, read_f16};
+use super::{DotFn, GgmlType};
+
+#[inline]
+pub(super) fn rd_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+#[inline]
+pub(super) fn rd_f32(b: &[u8], at: usize) -> f32 {
+    f32::from_bits(rd_u32(b, at))
+}
+
+/// Dequantize whole blocks of `ty` from `src` into `out`.
+pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
+    use GgmlType::*;
+    let (bs, ts) = ty.block();
+    let nb = out.len() / bs;
+    for i in 0..nb {
+        let b = &src[i * ts..(i + 1) * ts];
+        let y = &mut out[i * bs..(i + 1) * bs];
+        match ty {
+            F32 => y[0] = rd_f32(b, 0),
+            F16 => y[0] = read_f16(b, 0),
+            BF16 => y[0] = bf16_to_f32(u16::from_le_bytes([b[0], b[1]])),
+            Q4_0 => deq_q4_0(b, y),
+            Q4_1 => deq_q4_1(b, y),
+            Q5_0 => deq_q5_0(b, y),
+            Q5_1 => deq_q5_1(b, y),
+            Q8_0 => deq_q8_0(b, y),
+            Q8_1 => deq_q8_1(b, y),
+            Q8_K => deq_q8_k(b, y),
+            Q4_K => deq_q4_k(b, y),
+            Q6_K => deq_q6_k(b, y),
+            _ => super::scalar_k::dequantize_block(ty, b, y),
+        }
+    }
+}
+
+fn deq_q4_0(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    for j in 0..16 {
+        let q = b[2 + j];
+        y[j] = ((q & 0x0f) as i32 - 8) as f32 * d;
+        y[j + 16] = ((q >> 4) as i32 - 8) as f32 * d;
+    }
+}
+
+fn deq_q4_1(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    let m = read_f16(b, 2);
+    for j in 0..16 {
+        let q = b[4 + j];
+        y[j] = (q & 0x0f) as f32 * d + m;
+        y[j + 16] = (q >> 4) as f32 * d + m;
+    }
+}
+
+/// The 32 signed 5-bit values of a Q5_0 block (before scaling), in element order.
+#[inline]
+pub fn q5_0_values(b: &[u8]) -> [i8; 32] {
+    let qh = rd_u32(b, 2);
+    let mut v = [0i8; 32];
+    for j in 0..16 {
+        let q = b[6 + j];
+        let h0 = (((qh >> j) << 4) & 0x10) as u8;
+        let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+        v[j] = ((q & 0x0f) | h0) as i8 - 16;
+        v[j + 16] = ((q >> 4) | h1) as i8 - 16;
+    }
+    v
+}
+
+fn deq_q5_0(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    for (o, q) in y.iter_mut().zip(q5_0_values(b)) {
+        *o = q as f32 * d;
+    }
+}
+
+fn deq_q5_1(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    let m = read_f16(b, 2);
+    let qh = rd_u32(b, 4);
+    for j in 0..16 {
+        let q = b[8 + j];
+        let h0 = (((qh >> j) << 4) & 0x10) as u8;
+        let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+        y[j] = ((q & 0x0f) | h0) as f32 * d + m;
+        y[j + 16] = ((q >> 4) | h1) as f32 * d + m;
+    }
+}
+
+fn deq_q8_0(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    for j in 0..32 {
+        y[j] = b[2 + j] as i8 as f32 * d;
+    }
+}
+
+// block_q8_1 { f16 d; f16 s; i8 qs[32]; } (s is only used by the dots)
+fn deq_q8_1(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    for j in 0..32 {
+        y[j] = b[4 + j] as i8 as f32 * d;
+    }
+}
+
+fn deq_q8_k(b: &[u8], y: &mut [f32]) {
+    let d = rd_f32(b, 0);
+    for j in 0..256 {
+        y[j] = b[4 + j] as i8 as f32 * d;
+    }
+}
+
+/// Unpack the 8 6-bit (scale, min) pairs of a Q4_K / Q5_K block (get_scale_min_k4).
+#[inline]
+pub fn scale_min_k4(q: &[u8]) -> ([u8; 8], [u8; 8]) {
+    let mut sc = [0u8; 8];
+    let mut m = [0u8; 8];
+    for j in 0..8 {
+        if j < 4 {
+            sc[j] = q[j] & 63;
+            m[j] = q[j + 4] & 63;
+        } else {
+            sc[j] = (q[j + 4] & 0x0f) | ((q[j - 4] >> 6) << 4);
+            m[j] = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+        }
+    }
+    (sc, m)
+}
+
+// block_q4_K { f16 d; f16 dmin; u8 scales[12]; u8 qs[128]; }
+fn deq_q4_k(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    let dmin = read_f16(b, 2);
+    let (sc, m) = scale_min_k4(&b[4..16]);
+    let qs = &b[16..144];
+    for j in 0..4 {
+        let q = &qs[j * 32..j * 32 + 32];
+        let (d1, m1) = (d * sc[2 * j] as f32, dmin * m[2 * j] as f32);
+        let (d2, m2) = (d * sc[2 * j + 1] as f32, dmin * m[2 * j + 1] as f32);
+        for l in 0..32 {
+            y[j * 64 + l] = d1 * (q[l] & 0x0f) as f32 - m1;
+            y[j * 64 + 32 + l] = d2 * (q[l] >> 4) as f32 - m2;
+        }
+    }
+}
+
+/// The 256 signed 6-bit values of a Q6_K block (before scaling), in element order.
+// block_q6_K { u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d; }
+#[inline]
+pub fn q6_k_values(b: &[u8]) -> [i8; 256] {
+    let mut v = [0i8; 256];
+    for n in 0..2 {
+        let ql = &b[n * 64..n * 64 + 64];
+        let qh = &b[128 + n * 32..128 + n * 32 + 32];
+        let y = &mut v[n * 128..n * 128 + 128];
+        for l in 0..32 {
+            y[l] = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) as i8 - 32;
+            y[l + 32] = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+            y[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+            y[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+        }
+    }
+    v
+}
+
+fn deq_q6_k(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 208);
+    let v = q6_k_values(b);
+    for (i, o) in y.iter_mut().enumerate() {
+        *o = d * (b[192 + i / 16] as i8) as f32 * v[i] as f32;
+    }
+}
+
+// ---------------------------------------------------------------- dot products
+
+/// The scalar dot kernel for a weight type (against `vec_dot_type(ty)` activations).
+pub fn dot(ty: GgmlType) -> Option<DotFn> {
+    use GgmlType::*;
+    Some(match ty {
+        F32 => dot_f32,
+        F16 => dot_f16,
+        BF16 => dot_bf16,
+        Q4_0 => dot_q4_0_q8_0,
+        Q4_1 => dot_q4_1_q8_1,
+        Q5_0 => dot_q5_0_q8_0,
+        Q5_1 => dot_q5_1_q8_1,
+        Q8_0 => dot_q8_0_q8_0,
+        Q4_K => dot_q4_k_q8_k,
+        Q6_K => dot_q6_k_q8_k,
+        _ => return super::scalar_k::dot(ty),
+    })
+}
+
+pub fn dot_f32(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 4).min(a.len() / 4);
+    (0..n).map(|i| rd_f32(w, 4 * i) * rd_f32(a, 4 * i)).sum()
+}
+
+pub fn dot_f16(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    (0..n).map(|i| read_f16(w, 2 * i) * read_f16(a, 2 * i)).sum()
+}
+
+pub fn dot_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    let r = |b: &[u8], i: usize| bf16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+    (0..n).map(|i| r(w, i) * r(a, i)).sum()
+}
+
+#[inline]
+fn i8s(b: &[u8]) -> impl Iterator<Item = i32> + '_ {
+    b.iter().map(|&q| q as i8 as i32)
+}
+
+pub fn dot_q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(34).zip(a.chunks_exact(34)).take(n / 32) {
+        let s: i32 = i8s(&wb[2..]).zip(i8s(&ab[2..])).map(|(x, y)| x * y).sum();
+        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+    }
+    sum
+}
+
+pub fn dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
+        let mut s = 0i32;
+        for j in 0..16 {
+            let q = wb[2 + j];
+            s += ((q & 0x0f) as i32 - 8) * ab[2 + j] as i8 as i32;
+            s += ((q >> 4) as i32 - 8) * ab[18 + j] as i8 as i32;
+        }
+        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+    }
+    sum
+}
+
+pub fn dot_q4_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(20).zip(a.chunks_exact(36)).take(n / 32) {
+        let mut s = 0i32;
+        for j in 0..16 {
+            let q = wb[4 + j];
+            s += (q & 0x0f) as i32 * ab[4 + j] as i8 as i32;
+            s += (q >> 4) as i32 * ab[20 + j] as i8 as i32;
+        }
+        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32 + read_f16(wb, 2) * read_f16(ab, 2);
+    }
+    sum
+}
+
+pub fn dot_q5_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(22).zip(a.chunks_exact(34)).take(n / 32) {
+        let v = q5_0_values(wb);
+        let s: i32 = v.iter().zip(i8s(&ab[2..])).map(|(&x, y)| x as i32 * y).sum();
+        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+    }
+    sum
+}
+
+pub fn dot_q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(24).zip(a.chunks_exact(36)).take(n / 32) {
+        let qh = rd_u32(wb, 4);
+        let mut s = 0i32;
+        for j in 0..16 {
+            let q = wb[8 + j];
+            let h0 = (((qh >> j) << 4) & 0x10) as u8;
+            let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+            s += ((q & 0x0f) | h0) as i32 * ab[4 + j] as i8 as i32;
+            s += ((q >> 4) | h1) as i32 * ab[20 + j] as i8 as i32;
+        }
+        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32 + read_f16(wb, 2) * read_f16(ab, 2);
+    }
+    sum
+}
+
+#[inline]
+pub fn q8_k_bsum(a: &[u8], j: usize) -> i32 {
+    i16::from_le_bytes([a[260 + 2 * j], a[261 + 2 * j]]) as i32
+}
+
+pub fn dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(144).zip(a.chunks_exact(292)).take(n / 256) {
+        let d = read_f16(wb, 0) * rd_f32(ab, 0);
+        let dmin = read_f16(wb, 2) * rd_f32(ab, 0);
+        let (sc, m) = scale_min_k4(&wb[4..16]);
+        let qs = &wb[16..144];
+        let q8 = &ab[4..260];
+        let mut sumi = 0i32;
+        let mut summ = 0i32;
+        for j in 0..4 {
+            let q = &qs[j * 32..j * 32 + 32];
+            let (mut s1, mut s2) = (0i32, 0i32);
+            for l in 0..32 {
+                s1 += (q[l] & 0x0f) as i32 * q8[j * 64 + l] as i8 as i32;
+                s2 += (q[l] >> 4) as i32 * q8[j * 64 + 32 + l] as i8 as i32;
+            }
+            sumi += sc[2 * j] as i32 * s1 + sc[2 * j + 1] as i32 * s2;
+        }
+        for (j, &mj) in m.iter().enumerate() {
+            summ += mj as i32 * (q8_k_bsum(ab, 2 * j) + q8_k_bsum(ab, 2 * j + 1));
+        }
+        sum += d * sumi as f32 - dmin * summ as f32;
+    }
+    sum
+}
+
+pub fn dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
+        let d = read_f16(wb, 208) * rd_f32(ab, 0);
+        let v = q6_k_values(wb);
+        let q8 = &ab[4..260];
+        let mut sumi = 0i32;
+        for g in 0..16 {
+            let s: i32 = (0..16).map(|l| v[g * 16 + l] as i32 * q8[g * 16 + l] as i8 as i32).sum();
+            sumi += (wb[192 + g] as i8) as i32 * s;
+        }
+        sum += d * sumi as f32;
+    }
+    sum
+}
+
+/// Generic reference: dequantize both sides and dot in f32 (used where no integer kernel exists).
+pub fn dot_via_dequant(wt: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let at = super::vec_dot_type(wt);
+    let mut x = vec![0f32; n];
+    let mut y = vec![0f32; n];
+    dequantize(wt, w, &mut x);
+    dequantize(at, a, &mut y);
+    x.iter().zip(&y).map(|(p, q)| p * q).sum()
+}
+
+#[allow(dead_code)]
+fn _f16_used(h: u16) -> f32 {
+    f16_to_f32(h)
+}

@@ -1,0 +1,288 @@
+//! Scalar references for Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS.
+//!
+//! Layouts: ggml-common.h. Dequantize: ggml-quants.c `dequantize_row_{q2_K,q3_K,q5_K,iq4_nl,iq4_xs}`.
+//! Dots: ggml-cpu/quants.c `ggml_vec_dot_*_generic` — the integer part of every block is
+//! computed exactly; each block contributes `d_w * d_a * isum` (minus the min term), as
+//! the x86 kernels of ggml-cpu do.
+use super::f16::read_f16;
+use super::scalar::{q8_k_bsum, rd_f32, scale_min_k4};
+use super::{DotFn, GgmlType};
+
+/// The IQ4_NL / IQ4_XS codebook (ggml-common.h `kvalues_iq4nl`).
+pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+
+/// Dequantize one block of `ty` (one of the types this file owns) into `y`.
+pub fn dequantize_block(ty: GgmlType, b: &[u8], y: &mut [f32]) {
+    use GgmlType::*;
+    match ty {
+        Q2_K => deq_q2_k(b, y),
+        Q3_K => deq_q3_k(b, y),
+        Q5_K => deq_q5_k(b, y),
+        IQ4_NL => deq_iq4_nl(b, y),
+        IQ4_XS => deq_iq4_xs(b, y),
+        // Types without a reference produce NaN so nothing silently uses them.
+        _ => y.fill(f32::NAN),
+    }
+}
+
+/// The scalar dot kernel for the types this file owns.
+pub fn dot(ty: GgmlType) -> Option<DotFn> {
+    use GgmlType::*;
+    Some(match ty {
+        Q2_K => dot_q2_k_q8_k,
+        Q3_K => dot_q3_k_q8_k,
+        Q5_K => dot_q5_k_q8_k,
+        IQ4_NL => dot_iq4_nl_q8_0,
+        IQ4_XS => dot_iq4_xs_q8_k,
+        _ => return None,
+    })
+}
+
+// ---------------------------------------------------------------- Q2_K
+// block_q2_K { u8 scales[16] (low 4 bits: scale, high 4: min); u8 qs[64]; f16 d; f16 dmin; } = 84 bytes
+// Element e: 128-chunk n = e/128, r = e%128, shift 2*(r/32), byte qs[32n + r%32]; scale/min index e/16.
+
+/// The 256 unsigned 2-bit values of a Q2_K block, in element order.
+#[inline]
+pub fn q2_k_values(b: &[u8]) -> [u8; 256] {
+    let mut v = [0u8; 256];
+    let qs = &b[16..80];
+    for (e, o) in v.iter_mut().enumerate() {
+        let (n, r) = (e / 128, e % 128);
+        *o = (qs[32 * n + r % 32] >> (2 * (r / 32))) & 3;
+    }
+    v
+}
+
+fn deq_q2_k(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 80);
+    let dmin = read_f16(b, 82);
+    let v = q2_k_values(b);
+    for g in 0..16 {
+        let sc = b[g];
+        let dl = d * (sc & 0x0f) as f32;
+        let ml = dmin * (sc >> 4) as f32;
+        for l in 0..16 {
+            y[16 * g + l] = dl * v[16 * g + l] as f32 - ml;
+        }
+    }
+}
+
+pub fn dot_q2_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(84).zip(a.chunks_exact(292)).take(n / 256) {
+        let dy = rd_f32(ab, 0);
+        let dall = dy * read_f16(wb, 80);
+        let dmin = dy * read_f16(wb, 82);
+        let v = q2_k_values(wb);
+        let q8 = &ab[4..260];
+        let mut summs = 0i32;
+        let mut isum = 0i32;
+        for g in 0..16 {
+            summs += q8_k_bsum(ab, g) * (wb[g] >> 4) as i32;
+            let s: i32 = (0..16).map(|l| v[16 * g + l] as i32 * q8[16 * g + l] as i8 as i32).sum();
+            isum += (wb[g] & 0x0f) as i32 * s;
+        }
+        sum += dall * isum as f32 - dmin * summs as f32;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------- Q3_K
+// block_q3_K { u8 hmask[32]; u8 qs[64]; u8 scales[12]; f16 d; } = 110 bytes
+// Element e: n = e/128, r = e%128, j = r/32, l = r%32: low 2 bits (qs[32n+l] >> 2j) & 3,
+// minus 4 unless hmask[l] has bit 4n+j set. 16 6-bit scales (minus 32), index e/16.
+
+/// The 16 signed scales of a Q3_K block (already minus 32), unpacked as ggml does with kmask1/kmask2.
+#[inline]
+pub fn q3_k_scales(b: &[u8]) -> [i8; 16] {
+    let s = &b[96..108];
+    let mut out = [0i8; 16];
+    for (j, o) in out.iter_mut().enumerate() {
+        let low = if j < 8 { s[j] & 0x0f } else { s[j - 8] >> 4 };
+        let high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        *o = (low | (high << 4)) as i8 - 32;
+    }
+    out
+}
+
+/// The 256 signed 3-bit values (-4..=3) of a Q3_K block, in element order.
+#[inline]
+pub fn q3_k_values(b: &[u8]) -> [i8; 256] {
+    let hm = &b[0..32];
+    let qs = &b[32..96];
+    let mut v = [0i8; 256];
+    for (e, o) in v.iter_mut().enumerate() {
+        let (n, r) = (e / 128, e % 128);
+        let (j, l) = (r / 32, r % 32);
+        let low = ((qs[32 * n + l] >> (2 * j)) & 3) as i8;
+        let high_set = hm[l] & (1u8 << (4 * n + j)) != 0;
+        *o = low - if high_set { 0 } else { 4 };
+    }
+    v
+}
+
+fn deq_q3_k(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 108);
+    let sc = q3_k_scales(b);
+    let v = q3_k_values(b);
+    for g in 0..16 {
+        let dl = d * sc[g] as f32;
+        for l in 0..16 {
+            y[16 * g + l] = dl * v[16 * g + l] as f32;
+        }
+    }
+}
+
+pub fn dot_q3_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(110).zip(a.chunks_exact(292)).take(n / 256) {
+        let d = read_f16(wb, 108) * rd_f32(ab, 0);
+        let sc = q3_k_scales(wb);
+        let v = q3_k_values(wb);
+        let q8 = &ab[4..260];
+        let mut isum = 0i32;
+        for g in 0..16 {
+            let s: i32 = (0..16).map(|l| v[16 * g + l] as i32 * q8[16 * g + l] as i8 as i32).sum();
+            isum += sc[g] as i32 * s;
+        }
+        sum += d * isum as f32;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------- Q5_K
+// block_q5_K { f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]; } = 176 bytes
+// 64-element group j: low nibbles of qs[32j..32j+32] (+16 if qh bit 2j) then high nibbles
+// (+16 if qh bit 2j+1); scale/min pair index e/32 (get_scale_min_k4).
+
+/// The 256 unsigned 5-bit values of a Q5_K block, in element order.
+#[inline]
+pub fn q5_k_values(b: &[u8]) -> [u8; 256] {
+    let qh = &b[16..48];
+    let qs = &b[48..176];
+    let mut v = [0u8; 256];
+    for j in 0..4 {
+        for l in 0..32 {
+            let q = qs[32 * j + l];
+            let h0 = ((qh[l] >> (2 * j)) & 1) << 4;
+            let h1 = ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            v[64 * j + l] = (q & 0x0f) | h0;
+            v[64 * j + 32 + l] = (q >> 4) | h1;
+        }
+    }
+    v
+}
+
+fn deq_q5_k(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    let dmin = read_f16(b, 2);
+    let (sc, m) = scale_min_k4(&b[4..16]);
+    let v = q5_k_values(b);
+    for s in 0..8 {
+        let (dl, ml) = (d * sc[s] as f32, dmin * m[s] as f32);
+        for l in 0..32 {
+            y[32 * s + l] = dl * v[32 * s + l] as f32 - ml;
+        }
+    }
+}
+
+pub fn dot_q5_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(176).zip(a.chunks_exact(292)).take(n / 256) {
+        let dy = rd_f32(ab, 0);
+        let d = read_f16(wb, 0) * dy;
+        let dmin = read_f16(wb, 2) * dy;
+        let (sc, m) = scale_min_k4(&wb[4..16]);
+        let v = q5_k_values(wb);
+        let q8 = &ab[4..260];
+        let mut sumi = 0i32;
+        let mut summ = 0i32;
+        for s in 0..8 {
+            let p: i32 = (0..32).map(|l| v[32 * s + l] as i32 * q8[32 * s + l] as i8 as i32).sum();
+            sumi += sc[s] as i32 * p;
+            summ += m[s] as i32 * (q8_k_bsum(ab, 2 * s) + q8_k_bsum(ab, 2 * s + 1));
+        }
+        sum += d * sumi as f32 - dmin * summ as f32;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------- IQ4_NL
+// block_iq4_nl { f16 d; u8 qs[16]; } = 18 bytes; element j: kvalues[qs[j] & 15], j+16: kvalues[qs[j] >> 4].
+
+fn deq_iq4_nl(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    for j in 0..16 {
+        let q = b[2 + j];
+        y[j] = d * KVALUES_IQ4NL[(q & 0x0f) as usize] as f32;
+        y[j + 16] = d * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
+    }
+}
+
+pub fn dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        let mut s = 0i32;
+        for j in 0..16 {
+            let q = wb[2 + j];
+            s += KVALUES_IQ4NL[(q & 0x0f) as usize] as i32 * ab[2 + j] as i8 as i32;
+            s += KVALUES_IQ4NL[(q >> 4) as usize] as i32 * ab[18 + j] as i8 as i32;
+        }
+        sum += d * s as f32;
+    }
+    sum
+}
+
+// ---------------------------------------------------------------- IQ4_XS
+// block_iq4_xs { f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128]; } = 136 bytes
+// Sub-block ib (32 elements): scale ((scales_l[ib/2] >> 4(ib%2)) & 15) | ((scales_h >> 2ib) & 3) << 4, minus 32;
+// codes as IQ4_NL over qs[16ib..16ib+16].
+
+/// The 8 signed sub-block scales (already minus 32) of an IQ4_XS block.
+#[inline]
+pub fn iq4_xs_scales(b: &[u8]) -> [i32; 8] {
+    let sh = u16::from_le_bytes([b[2], b[3]]) as i32;
+    let mut out = [0i32; 8];
+    for (ib, o) in out.iter_mut().enumerate() {
+        let ls = ((b[4 + ib / 2] as i32 >> (4 * (ib % 2))) & 0x0f) | (((sh >> (2 * ib)) & 3) << 4);
+        *o = ls - 32;
+    }
+    out
+}
+
+fn deq_iq4_xs(b: &[u8], y: &mut [f32]) {
+    let d = read_f16(b, 0);
+    let sc = iq4_xs_scales(b);
+    for ib in 0..8 {
+        let dl = d * sc[ib] as f32;
+        let qs = &b[8 + 16 * ib..8 + 16 * ib + 16];
+        for j in 0..16 {
+            y[32 * ib + j] = dl * KVALUES_IQ4NL[(qs[j] & 0x0f) as usize] as f32;
+            y[32 * ib + j + 16] = dl * KVALUES_IQ4NL[(qs[j] >> 4) as usize] as f32;
+        }
+    }
+}
+
+pub fn dot_iq4_xs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(136).zip(a.chunks_exact(292)).take(n / 256) {
+        let d = read_f16(wb, 0) * rd_f32(ab, 0);
+        let sc = iq4_xs_scales(wb);
+        let q8 = &ab[4..260];
+        let mut isum = 0i32;
+        for ib in 0..8 {
+            let qs = &wb[8 + 16 * ib..8 + 16 * ib + 16];
+            let y = &q8[32 * ib..32 * ib + 32];
+            let mut s = 0i32;
+            for j in 0..16 {
+                s += KVALUES_IQ4NL[(qs[j] & 0x0f) as usize] as i32 * y[j] as i8 as i32;
+                s += KVALUES_IQ4NL[(qs[j] >> 4) as usize] as i32 * y[j + 16] as i8 as i32;
+            }
+            isum += sc[ib] * s;
+        }
+        sum += d * isum as f32;
+    }
+    sum
+}

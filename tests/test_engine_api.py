@@ -1,0 +1,141 @@
+"""The Python Engine API on the real model: shapes, stop handling, errors."""
+import numpy as np
+import pytest
+
+import llamars
+from llamars import ContextOverflowError, Engine, InvalidRequestError, LlamarsError, ModelLoadError
+
+
+def test_info(engine):
+    assert engine.arch == "gemma3"
+    assert engine.n_vocab == 262144
+    assert engine.info["n_layer"] == 18
+    assert "gemma" in repr(engine)
+
+
+def test_logits_shape_and_prefix_consistency(engine):
+    ids = engine.tokenize("The quick brown fox")
+    full = engine.logits(ids)
+    assert full.shape == (len(ids), engine.n_vocab) and full.dtype == np.float32
+    part = engine.logits(ids[:3])
+    # Same tokens, same positions: the batched evaluation of a prefix matches.
+    np.testing.assert_allclose(part, full[:3], atol=1e-3, rtol=0)
+
+
+def test_generate_greedy_is_deterministic(engine):
+    a = engine.generate("The capital of France is", max_tokens=12, temperature=0.0)
+    b = engine.generate("The capital of France is", max_tokens=12, temperature=0.0)
+    assert a.tokens == b.tokens and a.text == b.text
+    assert a.stop_reason == "limit" and len(a.tokens) == 12
+    assert a.timings.prompt_n == 6 and a.timings.predicted_n == 12
+    assert a.text == engine.detokenize(a.tokens)
+
+
+def test_string_prompt_gets_bos_token_prompt_does_not(engine):
+    r1 = engine.generate("Hello", max_tokens=1, temperature=0.0)
+    assert r1.prompt_tokens[0] == engine.info["bos"]
+    ids = engine.tokenize("Hello", add_special=False)
+    r2 = engine.generate(ids, max_tokens=1, temperature=0.0)
+    assert r2.prompt_tokens == ids
+
+
+def test_stream_concatenates_to_result(engine):
+    s = engine.stream("Once upon a time", max_tokens=20, temperature=0.0)
+    chunks = list(s)
+    assert s.result is not None
+    assert "".join(c.text for c in chunks) == s.result.text
+    assert [c.token for c in chunks if c.token is not None] == s.result.tokens
+
+
+def test_stop_word(engine):
+    base = engine.generate("The capital of France is", max_tokens=16, temperature=0.0)
+    # pick a word from the greedy continuation and stop on it
+    word = base.text.split()[2]
+    r = engine.generate("The capital of France is", max_tokens=16, temperature=0.0, stop=[word])
+    assert r.stop_reason == "word" and r.stopping_word == word
+    assert word not in r.text
+    assert base.text.startswith(r.text)
+    # streaming shows exactly the same text (the partial stop is held back)
+    s = engine.stream("The capital of France is", max_tokens=16, temperature=0.0, stop=[word])
+    assert "".join(c.text for c in s) == r.text
+
+
+def test_eos_stop(engine):
+    prompt = "<start_of_turn>user\nSay only the word yes.<end_of_turn>\n<start_of_turn>model\n"
+    r = engine.generate(prompt, max_tokens=64, temperature=0.0)
+    assert r.stop_reason == "eos", r.text
+    assert r.n_tokens < 64
+
+
+def test_max_tokens_zero(engine):
+    r = engine.generate("Hi", max_tokens=0, temperature=0.0)
+    assert r.tokens == [] and r.stop_reason == "limit"
+
+
+def test_sampling_with_seed_is_reproducible(engine):
+    a = engine.generate("Once upon a time", max_tokens=16, temperature=0.9, seed=42)
+    b = engine.generate("Once upon a time", max_tokens=16, temperature=0.9, seed=42)
+    assert a.tokens == b.tokens and a.seed == 42
+
+
+def test_n_probs(engine):
+    r = engine.generate("The capital of France is", max_tokens=3, temperature=0.0, n_probs=5)
+    assert len(r.probs) == 3
+    for p in r.probs:
+        assert len(p["top_logprobs"]) == 5
+        assert p["top_logprobs"][0]["id"] == p["id"]  # greedy picks the top one
+        assert p["logprob"] <= 0.0
+
+
+def test_bad_token_ids(engine):
+    with pytest.raises(InvalidRequestError, match="out of range"):
+        engine.generate([1, 2, 10**9], max_tokens=1)
+    with pytest.raises(InvalidRequestError):
+        engine.logits([-1])
+    with pytest.raises(InvalidRequestError):
+        engine.logits([])
+    with pytest.raises(InvalidRequestError):
+        engine.generate(b"bytes")
+
+
+def test_bad_parameters(engine):
+    with pytest.raises(InvalidRequestError, match="top_p"):
+        engine.generate("x", top_p=2.0)
+    with pytest.raises(InvalidRequestError, match="n_batch"):
+        Engine(engine.model_path, n_batch=0)
+
+
+def test_context_overflow(model_path):
+    small = Engine(model_path, n_ctx=16)
+    with pytest.raises(ContextOverflowError, match="n_ctx"):
+        small.generate(list(range(100, 140)), max_tokens=1)
+    # generation that reaches the end of the context stops and says so
+    r = small.generate(list(range(100, 110)), max_tokens=100, temperature=0.0, ignore_eos=True)
+    assert r.truncated and r.stop_reason == "limit" and len(r.tokens) <= 16 - 10 + 1
+
+
+def test_missing_file_names_it(tmp_path):
+    p = tmp_path / "nope.gguf"
+    with pytest.raises(ModelLoadError, match="nope.gguf"):
+        Engine(p)
+
+
+def test_error_hierarchy():
+    for e in (ModelLoadError, InvalidRequestError, ContextOverflowError, llamars.TokenizerError, llamars.CancelledError):
+        assert issubclass(e, LlamarsError)
+
+
+def test_threads_release_gil(engine):
+    import threading
+
+    results = {}
+
+    def run(k):
+        results[k] = engine.generate("The capital of France is", max_tokens=6, temperature=0.0).tokens
+
+    ts = [threading.Thread(target=run, args=(k,)) for k in range(3)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert results[0] == results[1] == results[2]
