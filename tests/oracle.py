@@ -27,6 +27,8 @@ class Oracle:
             shape = [int(d) for d in reversed(t.shape)]  # numpy order: [rows, cols]
             self.t[t.name] = w.reshape(shape) if len(shape) > 1 else w.reshape(-1)
         a = self.arch = self.meta["general.architecture"]
+        if a not in ("llama", "qwen2", "qwen3", "gemma3", "phi3"):
+            raise NotImplementedError(f"oracle: architecture {a!r} is not modelled")
         g = lambda k, d=None: self.meta.get(f"{a}.{k}", d)
         self.n_embd = g("embedding_length")
         self.n_layer = g("block_count")
@@ -38,6 +40,22 @@ class Oracle:
         self.rope_base = g("rope.freq_base", 10000.0)
         self.window = g("attention.sliding_window", 0) or 0
         self.neox = a != "llama"
+        gemma = a == "gemma3"
+        # Gemma 3 (llama.cpp): every 6th layer global, the others local with RoPE base 10000;
+        # embeddings scaled by sqrt(n_embd); GELU (tanh) instead of SiLU.
+        self.swa_layers = [gemma and self.window > 0 and il % 6 < 5 for il in range(self.n_layer)]
+        self.rope_base_swa = 10000.0
+        self.embd_scale = float(np.sqrt(self.n_embd)) if gemma else 1.0
+        self.act = "gelu" if gemma else "silu"
+        for k in (f"{a}.rope.scaling.type", f"{a}.rope.scaling.factor", f"{a}.rope.scale_linear"):
+            if k in self.meta and self.meta[k] not in ("none", 1.0):
+                raise NotImplementedError(f"oracle: {k} = {self.meta[k]!r} is not modelled")
+        if "rope_freqs.weight" in self.t:
+            raise NotImplementedError("oracle: rope_freqs.weight is not modelled")
+
+    def kv_head(self, h: int) -> int:
+        """The KV head query head `h` reads (GQA: consecutive query heads share one)."""
+        return h // (self.n_head // self.n_head_kv)
 
     def _w(self, name):
         return self.t[name]
@@ -63,12 +81,9 @@ class Oracle:
         return x.astype(np.float32)
 
     def logits(self, tokens):
-        a, T = self.arch, len(tokens)
+        T = len(tokens)
         pos = np.arange(T)
-        x = self._w("token_embd.weight")[tokens].astype(np.float32)
-        gemma = a == "gemma3"
-        if gemma:
-            x = x * np.float32(np.sqrt(self.n_embd))
+        x = self._w("token_embd.weight")[tokens].astype(np.float32) * np.float32(self.embd_scale)
         H, Hk, D = self.n_head, self.n_head_kv, self.head_dim
         for il in range(self.n_layer):
             p = f"blk.{il}."
@@ -92,11 +107,12 @@ class Oracle:
             q = q.reshape(T, H, D)
             k = k.reshape(T, Hk, D)
             v = v.reshape(T, Hk, -1)
-            if p + "attn_q_norm.weight" in self.t:
+            if p + "attn_q_norm.weight" in self.t:  # per-head QK-norm (Qwen 3, Gemma 3)
                 q = self._norm(q, self._w(p + "attn_q_norm.weight"))
+            if p + "attn_k_norm.weight" in self.t:
                 k = self._norm(k, self._w(p + "attn_k_norm.weight"))
-            swa = gemma and self.window > 0 and il % 6 < 5
-            base = 10000.0 if swa else self.rope_base
+            swa = self.swa_layers[il]
+            base = self.rope_base_swa if swa else self.rope_base
             q, k = self._rope(q, pos, base), self._rope(k, pos, base)
             scale = 1.0 / np.sqrt(D)
             out = np.zeros((T, H, v.shape[-1]), dtype=np.float64)
@@ -104,7 +120,7 @@ class Oracle:
             if swa:
                 mask &= (pos[:, None] - pos[None, :]) < self.window
             for hh in range(H):
-                g = hh // (H // Hk)
+                g = self.kv_head(hh)
                 s = (q[:, hh, :].astype(np.float64) @ k[:, g, :].T.astype(np.float64)) * scale
                 s = np.where(mask, s, -np.inf)
                 s = np.exp(s - s.max(axis=1, keepdims=True))
@@ -121,7 +137,7 @@ class Oracle:
             else:
                 gu = h @ self._w(p + "ffn_up.weight").T
                 gt, up = np.split(gu, 2, axis=-1)
-            if gemma:
+            if self.act == "gelu":
                 act = 0.5 * gt * (1 + np.tanh(np.sqrt(2 / np.pi) * (gt + 0.044715 * gt**3)))
             else:
                 act = gt / (1 + np.exp(-gt))

@@ -60,13 +60,6 @@ def test_stop_word(engine):
     assert "".join(c.text for c in s) == r.text
 
 
-def test_eos_stop(engine):
-    prompt = "<start_of_turn>user\nSay only the word yes.<end_of_turn>\n<start_of_turn>model\n"
-    r = engine.generate(prompt, max_tokens=64, temperature=0.0)
-    assert r.stop_reason == "eos", r.text
-    assert r.n_tokens < 64
-
-
 def test_max_tokens_zero(engine):
     r = engine.generate("Hi", max_tokens=0, temperature=0.0)
     assert r.tokens == [] and r.stop_reason == "limit"

@@ -194,7 +194,8 @@ def random_raw_blocks(qtype: QT, n_rows: int, n_cols: int, std: float, rng: np.r
     """Valid random blocks of a K-quant / IQ4 type: uint8 [n_rows, row_bytes].
 
     Quant bits and sub-block scales are random bytes; each block's `d` is drawn from
-    U(0.5, 1) and, for types with a min, `dmin` is chosen so the block's mean is ~0.
+    ±U(0.5, 1) (+ only for types with a min, whose `dmin` is then chosen so the block's
+    mean is ~0).
     Dequantization is linear in the f16 fields, so a final rescale of all of them
     sets the std of the dequantized weights to `std`."""
     bs, ts = GGML_QUANT_SIZES[qtype]
@@ -203,6 +204,10 @@ def random_raw_blocks(qtype: QT, n_rows: int, n_cols: int, std: float, rng: np.r
     blocks = rng.integers(0, 256, size=(nb, ts), dtype=np.uint8)
     d_at, dmin_at = _RAW_SCALE_FIELDS[qtype]
     d = rng.uniform(0.5, 1.0, nb)
+    if dmin_at is None:
+        # signed scales (as llama.cpp's quantizers write them) keep the weight mean ~0
+        # for codebooks that are not symmetric (IQ4: -127..113)
+        d *= rng.choice([-1.0, 1.0], nb)
     dmin = np.zeros(nb)
     if dmin_at is not None:
         # mean of the d·scale·q part, and of the -1·min part, per block
@@ -213,7 +218,7 @@ def random_raw_blocks(qtype: QT, n_rows: int, n_cols: int, std: float, rng: np.r
         _set_f16(blocks, dmin_at, np.ones(nb))
         b = dequantize(blocks, qtype).reshape(nb, bs).mean(axis=1)
         dmin = np.where(b < 0, -a / np.where(b < 0, b, -1.0), 0.0)
-        dmin = np.clip(dmin, 0.0, 4.0)
+        dmin = np.clip(dmin, 0.0, 1e3)
     for _ in range(2):  # second pass corrects the f16 rounding of the first
         _set_f16(blocks, d_at, d)
         if dmin_at is not None:
@@ -247,11 +252,11 @@ def make_vector(name: str, values: np.ndarray) -> Tensor:
 # ---------------------------------------------------------------- vocabulary
 
 _WORDS = (
-    "the of and to in is it you that he was for on are with as his they be at one have this from "
+    "hello world model the of and to in is it you that he was for on are with as his they be at one have this from "
     "or had by word but what some we can out other were all there when up use your how said an each "
     "she which do their time if will way about many then them would like so these her long make thing "
     "see him two has look more day could go come did my no most people over know water than call first "
-    "who may down side been now find hello world llama model"
+    "who may down side been now find"
 ).split()
 
 
@@ -361,8 +366,7 @@ def model_kvs(arch: str, *, extra: Sequence[KV] = (), drop: Sequence[str] = ()) 
         KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
         KV("tokenizer.ggml.add_eos_token", VT.BOOL, False),
     ]
-    kvs += list(extra)
-    return [kv for kv in kvs if kv.key not in drop]
+    return [kv for kv in kvs if kv.key not in drop] + list(extra)
 
 
 def n_vocab(arch: str) -> int:

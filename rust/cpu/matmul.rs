@@ -2,7 +2,7 @@
 //! quantized once per row into the weight type's `vec_dot_type`, then every output
 //! element is one integer dot product; output rows are split across the pool.
 use super::pool::ThreadPool;
-use crate::quant::{self, activation, DotFn, GgmlType};
+use crate::quant::{self, activation, DotFn, DotRowsFn, GgmlType};
 
 /// A weight matrix viewed in place (usually inside the memory map).
 /// ggml layout: `n_out` rows of `n_in` elements, each row `row_bytes` long.
@@ -15,6 +15,8 @@ pub struct Weight {
     ptr: *const u8,
     len: usize,
     pub dot: DotFn,
+    /// One weight row against several activation rows (prefill), when the type has one.
+    pub dot_rows: Option<DotRowsFn>,
 }
 
 // SAFETY: `Weight` only reads immutable mapped memory that the model keeps alive.
@@ -25,7 +27,8 @@ impl Weight {
     /// # Safety
     /// `data` must stay valid (and unmodified) for as long as the `Weight` is used.
     pub unsafe fn new(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
-        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot }
+        let dot_rows = quant::dot_rows_fn(ty);
+        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows }
     }
 
     #[inline]
@@ -58,6 +61,27 @@ pub struct Scratch {
     row: Vec<u8>,
 }
 
+/// Rows ahead of the current one whose bytes are prefetched (decode streams weights from DRAM).
+const PREFETCH_ROWS: usize = 2;
+
+#[inline(always)]
+fn prefetch_row(w: &Weight, r: usize, end: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if r < end {
+            let row = w.row(r);
+            let mut off = 0;
+            while off < row.len() {
+                // SAFETY: prefetch is a hint; the address is inside the row slice.
+                unsafe { std::arch::x86_64::_mm_prefetch(row.as_ptr().add(off) as *const i8, std::arch::x86_64::_MM_HINT_T0) };
+                off += 64;
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (w, r, end);
+}
+
 /// Tokens per tile: activations of one tile stay in L1/L2 while a weight row is reused.
 const TOKEN_TILE: usize = 16;
 
@@ -83,20 +107,36 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
     let rows_per = n_out.div_ceil(n_chunks);
     let n_chunks = n_out.div_ceil(rows_per);
     let dot = w.dot;
+    let dot_rows = w.dot_rows;
     let n = w.n_in;
     pool.run(n_chunks, |c| {
         let optr = optr;
         let r0 = c * rows_per;
         let r1 = (r0 + rows_per).min(n_out);
+        let mut tmp = [0f32; TOKEN_TILE];
         let mut t0 = 0;
         while t0 < n_tokens {
             let t1 = (t0 + TOKEN_TILE).min(n_tokens);
             for r in r0..r1 {
                 let wr = w.row(r);
-                for t in t0..t1 {
-                    let v = dot(n, wr, &xq[t * q_row..(t + 1) * q_row]);
-                    // SAFETY: (t, r) is written by exactly one task; in bounds by the assert above.
-                    unsafe { *optr.0.add(t * n_out + r) = v };
+                match dot_rows {
+                    Some(f) if t1 - t0 > 1 => {
+                        // weights decoded once for the whole token tile (bit-identical to `dot`)
+                        let o = &mut tmp[..t1 - t0];
+                        f(n, wr, &xq[t0 * q_row..t1 * q_row], q_row, o);
+                        for (i, &v) in o.iter().enumerate() {
+                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert above.
+                            unsafe { *optr.0.add((t0 + i) * n_out + r) = v };
+                        }
+                    }
+                    _ => {
+                        prefetch_row(w, r + PREFETCH_ROWS, r1);
+                        for t in t0..t1 {
+                            let v = dot(n, wr, &xq[t * q_row..(t + 1) * q_row]);
+                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert above.
+                            unsafe { *optr.0.add(t * n_out + r) = v };
+                        }
+                    }
                 }
             }
             t0 = t1;

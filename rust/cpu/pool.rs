@@ -55,7 +55,9 @@ impl ThreadPool {
         let workers = (1..n_threads)
             .filter_map(|i| {
                 let s = shared.clone();
-                std::thread::Builder::new().name(format!("llamars-cpu-{i}")).spawn(move || worker(s)).ok()
+                // The worker starts from generation 0 (not whatever it reads when it first runs):
+                // a job posted before the thread is scheduled must still be seen as new.
+                std::thread::Builder::new().name(format!("llamars-cpu-{i}")).spawn(move || worker(s, 0)).ok()
             })
             .collect::<Vec<_>>();
         let n_threads = workers.len() + 1;
@@ -114,8 +116,7 @@ impl ThreadPool {
     }
 }
 
-fn worker(s: Arc<Shared>) {
-    let mut seen = s.generation.load(Ordering::Acquire);
+fn worker(s: Arc<Shared>, mut seen: usize) {
     loop {
         // Wait for a new generation: spin, then park.
         let start = Instant::now();
@@ -213,6 +214,18 @@ mod tests {
             });
             assert_eq!(sum.load(Ordering::Relaxed), (n * (n - 1) / 2) as u64);
             assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn job_posted_before_workers_start_is_not_lost() {
+        for _ in 0..50 {
+            let pool = ThreadPool::new(2);
+            let c = AtomicUsize::new(0);
+            pool.run(4, |_| {
+                c.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(c.load(Ordering::Relaxed), 4);
         }
     }
 
