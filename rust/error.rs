@@ -13,9 +13,9 @@ pub enum Error {
     /// A metadata key the model needs is absent or has the wrong type.
     MissingKey { path: PathBuf, key: String, what: String },
     /// The model's architecture is not implemented.
-    UnsupportedArch { arch: String, supported: &'static [&'static str] },
+    UnsupportedArch { path: PathBuf, arch: String, supported: &'static [&'static str] },
     /// A tensor type that has no compute kernel (it can still be inspected).
-    UnsupportedTensorType { tensor: String, type_name: String },
+    UnsupportedTensorType { path: PathBuf, tensor: String, type_name: String },
     /// A required tensor is missing or has the wrong shape.
     Tensor { path: PathBuf, tensor: String, what: String },
     /// The tokenizer metadata is inconsistent.
@@ -38,16 +38,19 @@ impl fmt::Display for Error {
             Error::MissingKey { path, key, what } => {
                 write!(f, "{}: metadata key '{}' {}", path.display(), key, what)
             }
-            Error::UnsupportedArch { arch, supported } => write!(
+            Error::UnsupportedArch { path, arch, supported } => write!(
                 f,
-                "unsupported model architecture '{}'; supported architectures: {}",
+                "{}: unsupported model architecture '{}'; supported architectures: {}",
+                path.display(),
                 arch,
                 supported.join(", ")
             ),
-            Error::UnsupportedTensorType { tensor, type_name } => write!(
+            Error::UnsupportedTensorType { path, tensor, type_name } => write!(
                 f,
-                "tensor '{}' has type {} which has no compute kernel yet; re-quantize the model to a supported type",
-                tensor, type_name
+                "{}: tensor '{}' has type {} which has no compute kernel yet; re-quantize the model to a supported type",
+                path.display(),
+                tensor,
+                type_name
             ),
             Error::Tensor { path, tensor, what } => {
                 write!(f, "{}: tensor '{}': {}", path.display(), tensor, what)

@@ -132,3 +132,63 @@ def test_threads_release_gil(engine):
     for t in ts:
         t.join()
     assert results[0] == results[1] == results[2]
+
+
+def test_eos_stops_generation(tmp_path):
+    """A tiny model whose EOS id is set to the token greedy decoding produces at step 3:
+    generation stops there with stop_reason "eos", and the EOS token is not in the output."""
+    import tiny_models as tm
+
+    plain = tmp_path / "plain.gguf"
+    tm.write_model(plain, "llama", "F32", seed=3)
+    prompt = [5, 6, 7, 8]
+    base = Engine(plain, n_ctx=64).generate(prompt, max_tokens=8, temperature=0.0)
+    k = next(i for i in range(1, 8) if base.tokens[i] not in base.tokens[:i])
+    eos_tok = base.tokens[k]
+    rigged = tmp_path / "rigged.gguf"
+    tm.write_model(
+        rigged,
+        "llama",
+        "F32",
+        seed=3,
+        drop_kvs=["tokenizer.ggml.eos_token_id"],
+        extra_kvs=[tm.KV("tokenizer.ggml.eos_token_id", tm.VT.UINT32, eos_tok)],
+    )
+    eng = Engine(rigged, n_ctx=64)
+    r = eng.generate(prompt, max_tokens=8, temperature=0.0)
+    assert r.stop_reason == "eos"
+    assert r.tokens == base.tokens[:k]
+    # ignore_eos keeps going through it
+    r2 = eng.generate(prompt, max_tokens=8, temperature=0.0, ignore_eos=True)
+    assert r2.tokens == base.tokens and r2.stop_reason == "limit"
+
+
+def test_ctrl_c_interrupts_generation(model_path):
+    """SIGINT during a long generation raises KeyboardInterrupt promptly (between tokens)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    code = (
+        "import sys, llamars\n"
+        f"e = llamars.Engine({model_path!r}, n_ctx=4096, n_threads=1)\n"
+        "print('ready', flush=True)\n"
+        "try:\n"
+        "    e.generate('Once upon a time', max_tokens=4000, temperature=0.0, ignore_eos=True)\n"
+        "    print('finished', flush=True)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        time.sleep(1.0)
+        t = time.monotonic()
+        p.send_signal(signal.SIGINT)
+        out, _ = p.communicate(timeout=30)
+        assert "interrupted" in out
+        assert time.monotonic() - t < 5.0
+    finally:
+        if p.poll() is None:
+            p.kill()

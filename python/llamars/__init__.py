@@ -9,7 +9,7 @@ from .errors import (
     ModelLoadError,
     TokenizerError,
 )
-from .inspect import inspect
+from ._inspect import inspect
 
 __all__ = [
     "__version__",

@@ -1,6 +1,8 @@
 //! Causal self-attention over an f16 KV cache: GQA/MQA, optional sliding window.
-//! Numerics follow ggml's non-fused path: Q rounded to f16, scores in f32,
-//! softmax in f32, probabilities rounded to f16 before the V product.
+//! Numerics follow ggml's non-fused path (llama.cpp's default without flash attention):
+//! Q rounded to f16, QK^T in f32, softmax in f32, probabilities rounded to f16 before the
+//! V product. One task handles one token and one KV head with all the query heads that
+//! share it, so each K/V row is read and widened once per group, not once per head.
 use super::f16vec::{axpy_f16, dot_f16};
 use super::ops::softmax;
 use super::pool::ThreadPool;
@@ -21,7 +23,7 @@ pub struct AttnShape {
 
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
-// SAFETY: each task writes its own (token, head) slice of the output.
+// SAFETY: each task writes its own (token, head) slices of the output.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
@@ -42,60 +44,45 @@ pub fn attention(
     let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
     let group = s.n_head / s.n_head_kv;
     let optr = SendPtr(out.as_mut_ptr());
-    pool.run(n_tokens * s.n_head, |task| {
+    pool.run(n_tokens * s.n_head_kv, |task| {
         let optr = optr;
-        let (t, h) = (task / s.n_head, task % s.n_head);
-        let g = h / group;
+        let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
         let pos = positions[t];
-        let qh: Vec<u16> = q[t * s.n_head * hd + h * hd..][..hd].iter().map(|&x| f32_to_f16(x)).collect();
         let start = match s.window {
             Some(w) if w > 0 => (pos + 1).saturating_sub(w),
             _ => 0,
         };
-        // SAFETY: the (t, h) output slice is written only by this task.
-        let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h * vd), vd) };
-        if std::env::var("LLAMARS_ATTN_FA").is_ok() {
-            // online softmax, V accumulated in f16 (ggml flash_attn_ext f16 path)
-            let mut acc = vec![0u16; vd];
-            let (mut sum, mut m) = (0f32, f32::NEG_INFINITY);
-            for j in start..=pos {
-                let kj = &k[j * kdim + g * hd..][..hd];
-                let x = dot_f16(&qh, kj) * s.scale;
-                let (mut ms, mut vs) = (1.0f32, 1.0f32);
-                if x > m {
-                    let mold = m;
-                    m = x;
-                    ms = (mold - m).exp();
-                    for a in acc.iter_mut() { *a = f32_to_f16(crate::quant::f16::f16_to_f32(*a) * ms); }
-                } else {
-                    vs = (x - m).exp();
-                }
-                let vj = &v[j * vdim + g * vd..][..vd];
-                for (a, &vv) in acc.iter_mut().zip(vj) {
-                    *a = f32_to_f16(crate::quant::f16::f16_to_f32(*a) + crate::quant::f16::f16_to_f32(vv) * vs);
-                }
-                sum = sum * ms + vs;
-            }
-            let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-            for (oo, &a) in o.iter_mut().zip(&acc) { *oo = crate::quant::f16::f16_to_f32(a) * inv; }
-            return;
-        }
-        let mut scores: Vec<f32> = (start..=pos)
-            .map(|j| {
-                let kj = &k[j * kdim + g * hd..][..hd];
-                let mut x = dot_f16(&qh, kj) * s.scale;
+        let n_keys = pos + 1 - start;
+        // Q of the group's heads, rounded to f16 (ggml converts Q to K's type)   [group, hd]
+        let h0 = g * group;
+        let qh: Vec<u16> = q[t * s.n_head * hd + h0 * hd..][..group * hd].iter().map(|&x| f32_to_f16(x)).collect();
+        // scores [group, n_keys]
+        let mut scores = vec![0f32; group * n_keys];
+        for (idx, j) in (start..=pos).enumerate() {
+            let kj = &k[j * kdim + g * hd..][..hd];
+            for hh in 0..group {
+                let mut x = dot_f16(&qh[hh * hd..(hh + 1) * hd], kj) * s.scale;
                 if s.softcap > 0.0 {
                     x = (x / s.softcap).tanh() * s.softcap;
                 }
-                x
-            })
-            .collect();
-        softmax(&mut scores);
+                scores[hh * n_keys + idx] = x;
+            }
+        }
+        for hh in 0..group {
+            let sc = &mut scores[hh * n_keys..(hh + 1) * n_keys];
+            softmax(sc);
+            sc.iter_mut().for_each(|p| *p = round_f16(*p));
+        }
+        // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
+        let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
         o.fill(0.0);
         for (idx, j) in (start..=pos).enumerate() {
-            let p = round_f16(scores[idx]);
-            if p != 0.0 {
-                axpy_f16(o, p, &v[j * vdim + g * vd..][..vd]);
+            let vj = &v[j * vdim + g * vd..][..vd];
+            for hh in 0..group {
+                let p = scores[hh * n_keys + idx];
+                if p != 0.0 {
+                    axpy_f16(&mut o[hh * vd..(hh + 1) * vd], p, vj);
+                }
             }
         }
     });

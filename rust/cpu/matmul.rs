@@ -1,8 +1,23 @@
 //! Products of quantized weight matrices with f32 activations. Activations are
 //! quantized once per row into the weight type's `vec_dot_type`, then every output
-//! element is one integer dot product; output rows are split across the pool.
+//! element is one integer dot product.
+//!
+//! Types with a tile kernel (`quant::tile`: R weight rows × C tokens per register tile) split
+//! the work by shape:
+//! - one token (decode): rows split across the pool, several rows in flight per kernel call,
+//!   weights prefetched ahead; each task writes its own contiguous run of outputs;
+//! - enough tokens for every thread (prefill): tokens split across the pool, each task
+//!   quantizes its own tokens and runs all rows (the weights stay in the core's L2), writing
+//!   whole output rows `[t0..t1, 0..n_out]` (no shared cache lines between tasks);
+//! - a few tokens: rows split, each task's `[tokens × rows]` tile in a per-thread buffer, then
+//!   copied into place.
+//!
+//! A tile kernel's element is bit-identical to the type's `DotFn`, so a token's output does
+//! not depend on the split, the batch or prefill vs decode. Other types loop over the `DotFn`
+//! (or `DotRowsFn`) per output row.
 use super::pool::ThreadPool;
-use crate::quant::{self, activation, DotFn, DotRowsFn, GgmlType};
+use crate::quant::{self, activation, DotFn, DotRowsFn, GgmlType, TileKernel};
+use std::cell::RefCell;
 
 /// A weight matrix viewed in place (usually inside the memory map).
 /// ggml layout: `n_out` rows of `n_in` elements, each row `row_bytes` long.
@@ -17,6 +32,8 @@ pub struct Weight {
     pub dot: DotFn,
     /// One weight row against several activation rows (prefill), when the type has one.
     pub dot_rows: Option<DotRowsFn>,
+    /// Several rows × several tokens per call, when the type has a tile kernel.
+    pub tile: Option<TileKernel>,
 }
 
 // SAFETY: `Weight` only reads immutable mapped memory that the model keeps alive.
@@ -28,7 +45,9 @@ impl Weight {
     /// `data` must stay valid (and unmodified) for as long as the `Weight` is used.
     pub unsafe fn new(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
         let dot_rows = quant::dot_rows_fn(ty);
-        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows }
+        // the twin (bit-identical per element) of `quant::dot_fn(ty)`, which callers pass as `dot`
+        let tile = quant::tile_kernel(ty);
+        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile }
     }
 
     #[inline]
@@ -48,17 +67,26 @@ impl Weight {
     }
 }
 
+/// A raw pointer shared by tasks that each touch their own disjoint range of it.
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: tasks write disjoint elements (distinct output rows).
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
+struct SendPtr<T>(*mut T);
+// SAFETY: every use below reads or writes a range no other task touches (stated at each use).
+unsafe impl<T> Send for SendPtr<T> {}
+unsafe impl<T> Sync for SendPtr<T> {}
 
-/// Reusable buffer for quantized activations.
+/// Reusable buffers for quantized (and kernel-packed) activations.
 #[derive(Default)]
 pub struct Scratch {
+    /// `vec_dot_type` rows, `[n_tokens, q_row]`.
     q: Vec<u8>,
+    /// Tile-kernel input rows, `[n_tokens, act_bytes(n_in)]` (types whose kernel repacks).
+    p: Vec<u8>,
     row: Vec<u8>,
+}
+
+thread_local! {
+    /// Per-thread `[tokens × rows]` tile outputs of the few-tokens split.
+    static TILE_OUT: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Rows ahead of the current one whose bytes are prefetched (decode streams weights from DRAM).
@@ -85,9 +113,111 @@ fn prefetch_row(w: &Weight, r: usize, end: usize) {
 /// Tokens per tile: activations of one tile stay in L1/L2 while a weight row is reused.
 const TOKEN_TILE: usize = 16;
 
+/// Output rows per task are a multiple of this (whole cache lines of f32 outputs).
+const ROW_ALIGN: usize = 16;
+
 /// out[t, r] = Σ_k w[r, k] · x[t, k]   for t < n_tokens, r < n_out
 /// x: [n_tokens, n_in] row-major, out: [n_tokens, n_out] row-major.
 pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch) {
+    assert!(x.len() >= n_tokens * w.n_in && out.len() >= n_tokens * w.n_out);
+    if n_tokens == 0 || w.n_out == 0 {
+        return;
+    }
+    match w.tile {
+        Some(k) => matmul_tiled(pool, w, &k, x, n_tokens, out, scratch),
+        None => matmul_dots(pool, w, x, n_tokens, out, scratch),
+    }
+}
+
+/// Quantizes tokens `x` ([tokens, n]) into `q` ([tokens, q_row]) and, when the kernel repacks,
+/// into `p` ([tokens, a_row]).
+fn prepare(vt: GgmlType, k: &TileKernel, n: usize, x: &[f32], q: &mut [u8], q_row: usize, p: &mut [u8], a_row: usize) {
+    for (t, xt) in x.chunks_exact(n).enumerate() {
+        let qt = &mut q[t * q_row..(t + 1) * q_row];
+        activation::quantize_into(vt, xt, qt);
+        if let Some(prep) = k.prep {
+            prep(n, qt, &mut p[t * a_row..(t + 1) * a_row]);
+        }
+    }
+}
+
+fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_tokens: usize, out: &mut [f32], s: &mut Scratch) {
+    let (n, n_out) = (w.n_in, w.n_out);
+    let vt = quant::vec_dot_type(w.ty);
+    let q_row = vt.row_bytes(n);
+    let a_row = if k.prep.is_some() { (k.act_bytes)(n) } else { q_row };
+    s.q.resize(n_tokens * q_row, 0);
+    // packed rows start on cache lines (their loads are 64-byte vectors; split loads cost double)
+    let p_off = if k.prep.is_some() {
+        s.p.resize(n_tokens * a_row + 64, 0);
+        s.p.as_ptr().align_offset(64).min(64)
+    } else {
+        0
+    };
+    let run = k.run;
+    let n_threads = pool.n_threads();
+
+    if n_tokens > 1 && n_tokens >= n_threads * k.cols {
+        // Prefill: tokens split; each task quantizes its own tokens and runs every row.
+        let per = n_tokens.div_ceil(n_threads * 4).next_multiple_of(k.cols).max(k.cols);
+        let n_tasks = n_tokens.div_ceil(per);
+        let (qp, pp, op) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()), SendPtr(out.as_mut_ptr()));
+        let has_prep = k.prep.is_some();
+        pool.run(n_tasks, |c| {
+            let (qp, pp, op) = (qp, pp, op);
+            let t0 = c * per;
+            let t1 = (t0 + per).min(n_tokens);
+            let nt = t1 - t0;
+            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row), p bytes
+            // [t0·a_row, t1·a_row) and outputs [t0·n_out, t1·n_out), all within the buffers
+            // sized above (and `out` by the assert in `matmul`).
+            let (q, p, o) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), nt * q_row),
+                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), nt * a_row) } else { &mut [][..] },
+                    std::slice::from_raw_parts_mut(op.0.add(t0 * n_out), nt * n_out),
+                )
+            };
+            prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
+            let a: &[u8] = if has_prep { p } else { q };
+            run(n, w.bytes(), w.row_bytes, n_out, a, a_row, nt, o, n_out);
+        });
+        return;
+    }
+
+    // Decode / few tokens: quantize here, split rows.
+    prepare(vt, k, n, &x[..n_tokens * n], &mut s.q, q_row, &mut s.p[p_off..], a_row);
+    let a: &[u8] = if k.prep.is_some() { &s.p[p_off..] } else { &s.q };
+    let rows_per = n_out.div_ceil(n_threads * 8).next_multiple_of(ROW_ALIGN).max(ROW_ALIGN);
+    let n_tasks = n_out.div_ceil(rows_per);
+    let op = SendPtr(out.as_mut_ptr());
+    let wb = w.bytes();
+    pool.run(n_tasks, |c| {
+        let op = op;
+        let r0 = c * rows_per;
+        let r1 = (r0 + rows_per).min(n_out);
+        let rows = r1 - r0;
+        let wr = wb.get(r0 * w.row_bytes..).unwrap_or(&[]);
+        if n_tokens == 1 {
+            // SAFETY: task c alone writes outputs r0..r1 of the single token (in bounds: `matmul`'s assert).
+            let o = unsafe { std::slice::from_raw_parts_mut(op.0.add(r0), rows) };
+            run(n, wr, w.row_bytes, rows, a, a_row, 1, o, rows);
+            return;
+        }
+        TILE_OUT.with(|buf| {
+            let mut buf = buf.borrow_mut();
+            buf.resize(n_tokens * rows, 0.0);
+            run(n, wr, w.row_bytes, rows, a, a_row, n_tokens, &mut buf, rows);
+            for t in 0..n_tokens {
+                // SAFETY: task c alone writes outputs (t, r0..r1); `matmul`'s assert bounds them.
+                unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr().add(t * rows), op.0.add(t * n_out + r0), rows) };
+            }
+        });
+    });
+}
+
+/// Types without a tile kernel: one `DotFn` (or `DotRowsFn`) call per output row and tokens.
+fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch) {
     let vt = quant::vec_dot_type(w.ty);
     let q_row = vt.row_bytes(w.n_in);
     scratch.q.clear();
@@ -98,7 +228,6 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
     }
     let xq = &scratch.q[..];
     let n_out = w.n_out;
-    assert!(out.len() >= n_tokens * n_out);
     let optr = SendPtr(out.as_mut_ptr());
     // Enough chunks for balance, each big enough to amortise scheduling.
     let n_threads = pool.n_threads();
@@ -125,7 +254,7 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
                         let o = &mut tmp[..t1 - t0];
                         f(n, wr, &xq[t0 * q_row..t1 * q_row], q_row, o);
                         for (i, &v) in o.iter().enumerate() {
-                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert above.
+                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert in `matmul`.
                             unsafe { *optr.0.add((t0 + i) * n_out + r) = v };
                         }
                     }
@@ -133,7 +262,7 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
                         prefetch_row(w, r + PREFETCH_ROWS, r1);
                         for t in t0..t1 {
                             let v = dot(n, wr, &xq[t * q_row..(t + 1) * q_row]);
-                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert above.
+                            // SAFETY: (t, r) is written by exactly one task; in bounds by the assert in `matmul`.
                             unsafe { *optr.0.add(t * n_out + r) = v };
                         }
                     }
@@ -142,4 +271,97 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
             t0 = t1;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quant::scalar;
+
+    /// splitmix64
+    fn rng(state: &mut u64) -> u64 {
+        *state = state.wrapping_add(0x9e3779b97f4a7c15);
+        let mut z = *state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
+        z ^ (z >> 31)
+    }
+
+    /// A random weight matrix of `ty` with sane f16 scales: quantize random floats with the
+    /// scalar reference quantizers where they exist, else random bytes through dequantize.
+    fn random_matrix(ty: GgmlType, n_in: usize, n_out: usize, seed: &mut u64) -> Vec<u8> {
+        let (bs, ts) = ty.block();
+        let mut v = vec![0u8; ty.row_bytes(n_in) * n_out];
+        for b in v.chunks_exact_mut(ts) {
+            for x in b.iter_mut() {
+                *x = rng(seed) as u8;
+            }
+            // f16 scales at the offsets the block layouts use, kept small and finite
+            let scale = |s: &mut u64| crate::quant::f16::f32_to_f16(1e-3 + (rng(s) % 1000) as f32 * 1e-4).to_le_bytes();
+            let offs: &[usize] = match ty {
+                GgmlType::Q6_K => &[208],
+                GgmlType::Q3_K => &[108],
+                GgmlType::Q4_K | GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+                _ if bs == 32 => &[0],
+                _ => &[],
+            };
+            for &o in offs {
+                b[o..o + 2].copy_from_slice(&scale(seed));
+            }
+        }
+        v
+    }
+
+    /// matmul (every split: 1 token, a few, many; 1 and 2 threads) against a naive loop over
+    /// the `DotFn` (bit-identical: tiles are its twins), and the naive loop against the scalar
+    /// reference on dequantized f32 weights within a tolerance.
+    #[test]
+    fn matmul_matches_naive_loop() {
+        let mut seed = 11u64;
+        for ty in [GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q3_K] {
+            let (n_in, n_out) = if ty.block_size() == 256 { (512, 40) } else { (96, 37) };
+            let data = random_matrix(ty, n_in, n_out, &mut seed);
+            let Some(dot) = quant::dot_fn(ty) else { continue };
+            // SAFETY: `data` outlives `w`.
+            let w = unsafe { Weight::new(ty, n_in, n_out, &data, dot) };
+            let vt = quant::vec_dot_type(ty);
+            for n_tokens in [1usize, 2, 3, 9, 16, 17, 40] {
+                let x: Vec<f32> = (0..n_tokens * n_in).map(|_| (rng(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
+                // naive: out[t, r] = dot(w_r, quantize(x_t))
+                let mut want = vec![0f32; n_tokens * n_out];
+                let mut q = Vec::new();
+                let mut deq = vec![0f32; n_in];
+                for t in 0..n_tokens {
+                    activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
+                    for r in 0..n_out {
+                        want[t * n_out + r] = dot(n_in, w.row(r), &q);
+                        // the scalar reference agrees up to f32 accumulation order
+                        let reference = scalar::dot(ty).unwrap()(n_in, w.row(r), &q);
+                        w.dequantize_row(r, &mut deq);
+                        let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
+                        assert!((want[t * n_out + r] - reference).abs() <= 1e-4 * mag, "{} ({t}, {r})", ty.name());
+                    }
+                }
+                for threads in [1usize, 2, 3] {
+                    let pool = ThreadPool::new(threads);
+                    let mut out = vec![f32::NAN; n_tokens * n_out + 5];
+                    let mut scratch = Scratch::default();
+                    matmul(&pool, &w, &x, n_tokens, &mut out, &mut scratch);
+                    for i in 0..n_tokens * n_out {
+                        assert_eq!(
+                            out[i].to_bits(),
+                            want[i].to_bits(),
+                            "{} tokens={n_tokens} threads={threads} (t {}, r {}): {} vs {}",
+                            ty.name(),
+                            i / n_out,
+                            i % n_out,
+                            out[i],
+                            want[i]
+                        );
+                    }
+                    assert!(out[n_tokens * n_out..].iter().all(|v| v.is_nan()), "wrote past the output");
+                }
+            }
+        }
+    }
 }

@@ -19,13 +19,28 @@ pub struct KvCache {
 
 impl KvCache {
     pub fn new(n_layer: usize, n_ctx: usize, k_dim: usize, v_dim: usize) -> Result<KvCache> {
-        let bytes = n_layer as u128 * n_ctx as u128 * (k_dim + v_dim) as u128 * 2;
-        if bytes > (1u128 << 40) {
-            return Err(Error::InvalidRequest(format!("n_ctx = {n_ctx} needs a {bytes}-byte KV cache; lower n_ctx")));
+        let elems = (n_ctx as u128) * ((k_dim + v_dim) as u128);
+        let bytes = n_layer as u128 * elems * 2;
+        let too_big = || {
+            Error::InvalidRequest(format!(
+                "n_ctx = {n_ctx} needs a {:.1} GiB KV cache but {} is available; lower n_ctx",
+                bytes as f64 / (1u64 << 30) as f64,
+                available_memory().map(|a| format!("{:.1} GiB", a as f64 / (1u64 << 30) as f64)).unwrap_or("less".into())
+            ))
+        };
+        if bytes > (1u128 << 40) || available_memory().is_some_and(|avail| bytes > avail as u128) {
+            return Err(too_big());
         }
-        let layers = (0..n_layer)
-            .map(|_| LayerKv { k: vec![0; n_ctx * k_dim], v: vec![0; n_ctx * v_dim] })
-            .collect();
+        let alloc = |n: usize| -> Result<Vec<u16>> {
+            let mut v = Vec::new();
+            v.try_reserve_exact(n).map_err(|_| too_big())?;
+            v.resize(n, 0);
+            Ok(v)
+        };
+        let mut layers = Vec::with_capacity(n_layer);
+        for _ in 0..n_layer {
+            layers.push(LayerKv { k: alloc(n_ctx * k_dim)?, v: alloc(n_ctx * v_dim)? });
+        }
         Ok(KvCache { n_ctx, k_dim, v_dim, layers, n_past: 0 })
     }
 
@@ -47,4 +62,12 @@ impl KvCache {
             }
         }
     }
+}
+
+/// Memory the system can still hand out (Linux: MemAvailable), if known.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }

@@ -82,7 +82,11 @@ impl Config {
     pub fn from_gguf(g: &Gguf) -> Result<Config> {
         let arch_name = g.get_str("general.architecture")?;
         let arch = Arch::from_name(arch_name)
-            .ok_or_else(|| Error::UnsupportedArch { arch: arch_name.to_string(), supported: SUPPORTED_ARCHS })?;
+            .ok_or_else(|| Error::UnsupportedArch {
+                path: g.path().to_path_buf(),
+                arch: arch_name.to_string(),
+                supported: SUPPORTED_ARCHS,
+            })?;
         let a = arch_name;
         let u = |k: &str| -> Result<usize> { Ok(g.get_u64(&key(a, k))? as usize) };
         let opt_u = |k: &str| g.get(&key(a, k)).and_then(|v| v.as_u64()).map(|v| v as usize);
@@ -94,6 +98,16 @@ impl Config {
         let n_ctx_train = u("context_length")?;
         let n_head_kv = opt_u("attention.head_count_kv").unwrap_or(n_head);
         let bad = |k: &str, what: String| Error::MissingKey { path: g.path().to_path_buf(), key: key(a, k), what };
+        // Bound every size by what the file can hold before anything is allocated from it.
+        let n_tensors = g.tensors.len();
+        if n_layer > n_tensors {
+            return Err(bad("block_count", format!("= {n_layer} but the file holds only {n_tensors} tensors")));
+        }
+        for (k, v) in [("embedding_length", n_embd), ("attention.head_count", n_head), ("feed_forward_length", n_ff)] {
+            if v > 1 << 24 {
+                return Err(bad(k, format!("= {v} is out of range")));
+            }
+        }
         if n_head == 0 || n_embd == 0 || n_layer == 0 {
             return Err(bad("attention.head_count", "and embedding_length/block_count must be positive".into()));
         }
@@ -102,6 +116,9 @@ impl Config {
         }
         let head_dim = opt_u("attention.key_length").unwrap_or(n_embd / n_head);
         let v_head_dim = opt_u("attention.value_length").unwrap_or(head_dim);
+        if head_dim == 0 || head_dim > 1 << 16 || v_head_dim == 0 || v_head_dim > 1 << 16 {
+            return Err(bad("attention.key_length", format!("head size {head_dim} / {v_head_dim} is out of range")));
+        }
         let n_rot = opt_u("rope.dimension_count").unwrap_or(head_dim);
         if n_rot > head_dim || n_rot % 2 != 0 {
             return Err(bad("rope.dimension_count", format!("= {n_rot} must be even and at most the head size {head_dim}")));

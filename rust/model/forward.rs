@@ -200,13 +200,13 @@ impl Model {
             matmul(pool, gate, &st.h[..n * e], n, &mut st.gate, &mut st.scratch);
             matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
         } else {
-            // fused [gate; up] rows (Phi-3): split each token's output in halves
+            // fused [gate; up] rows (Phi-3): split each token's [2f] output in halves,
+            // compacting up in place front to back (row t's destination [t·f, (t+1)·f) lies
+            // before its own source [2t·f + f, ..) and after every earlier row's source).
             matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
-            for t in (0..n).rev() {
-                let (g, u) = st.up[t * 2 * f..(t + 1) * 2 * f].split_at(f);
-                st.gate[t * f..(t + 1) * f].copy_from_slice(g);
-                let u = u.to_vec();
-                st.up[t * f..(t + 1) * f].copy_from_slice(&u);
+            for t in 0..n {
+                st.gate[t * f..(t + 1) * f].copy_from_slice(&st.up[t * 2 * f..t * 2 * f + f]);
+                st.up.copy_within(t * 2 * f + f..(t + 1) * 2 * f, t * f);
             }
         }
         match c.activation {

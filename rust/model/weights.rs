@@ -13,6 +13,14 @@ impl<'a> Loader<'a> {
         Error::Tensor { path: self.g.path().to_path_buf(), tensor: name.to_string(), what }
     }
 
+    fn unsupported(&self, t: &TensorInfo) -> Error {
+        Error::UnsupportedTensorType {
+            path: self.g.path().to_path_buf(),
+            tensor: t.name.clone(),
+            type_name: t.ty.name().to_string(),
+        }
+    }
+
     pub fn info(&self, name: &str) -> Result<&'a TensorInfo> {
         self.g.tensor(name).ok_or_else(|| self.err(name, "is required but missing from the file".into()))
     }
@@ -42,10 +50,10 @@ impl<'a> Loader<'a> {
 
     fn weight_of(&self, t: &TensorInfo) -> Result<Weight> {
         if !t.ty.is_supported() {
-            return Err(Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() });
+            return Err(self.unsupported(t));
         }
         let dot = quant::dot_fn(t.ty)
-            .ok_or_else(|| Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() })?;
+            .ok_or_else(|| self.unsupported(t))?;
         let data = self.g.tensor_data(t);
         // SAFETY: `data` points into the model's memory map, which the `Model` owns
         // (through an Arc<Gguf>) for at least as long as any Weight built from it.
@@ -65,7 +73,7 @@ impl<'a> Loader<'a> {
         let t = self.info(name)?;
         self.check_shape(t, &[n])?;
         if !t.ty.is_supported() {
-            return Err(Error::UnsupportedTensorType { tensor: t.name.clone(), type_name: t.ty.name().to_string() });
+            return Err(self.unsupported(t));
         }
         let mut out = vec![0f32; n];
         quant::dequantize(t.ty, self.g.tensor_data(t), &mut out);

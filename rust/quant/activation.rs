@@ -1,5 +1,6 @@
 //! Quantization of f32 activations into the formats weights are dotted against.
 //! Matches ggml-cpu's x86 paths (AVX2): Q8_0 uses id = 127/amax and round-half-even.
+//! The scalar functions here are the reference; `activation_avx512.rs` vectorizes them.
 use super::f16::{f16_to_f32, f32_to_bf16, f32_to_f16};
 use super::GgmlType;
 
@@ -21,23 +22,34 @@ fn rint(x: f32) -> f32 {
 pub fn quantize(ty: GgmlType, x: &[f32], out: &mut Vec<u8>) {
     out.clear();
     out.resize(ty.row_bytes(x.len()), 0);
+    quantize_into(ty, x, out);
+}
+
+/// Quantize `x` into `out`, which holds `ty.row_bytes(x.len())` bytes (whole blocks that fit
+/// in both are written). Q8_0 / Q8_1 / Q8_K use the AVX-512 quantizers where the CPU has them
+/// (same bytes as the scalar functions below, which are their reference).
+pub fn quantize_into(ty: GgmlType, x: &[f32], out: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if super::activation_avx512::quantize_into(ty, x, out) {
+        return;
+    }
     match ty {
         GgmlType::Q8_0 => q8_0(x, out),
         GgmlType::Q8_1 => q8_1(x, out),
         GgmlType::Q8_K => q8_k(x, out),
         GgmlType::F16 => {
-            for (i, &v) in x.iter().enumerate() {
-                out[2 * i..2 * i + 2].copy_from_slice(&f32_to_f16(v).to_le_bytes());
+            for (o, &v) in out.chunks_exact_mut(2).zip(x) {
+                o.copy_from_slice(&f32_to_f16(v).to_le_bytes());
             }
         }
         GgmlType::BF16 => {
-            for (i, &v) in x.iter().enumerate() {
-                out[2 * i..2 * i + 2].copy_from_slice(&f32_to_bf16(v).to_le_bytes());
+            for (o, &v) in out.chunks_exact_mut(2).zip(x) {
+                o.copy_from_slice(&f32_to_bf16(v).to_le_bytes());
             }
         }
         _ => {
-            for (i, &v) in x.iter().enumerate() {
-                out[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            for (o, &v) in out.chunks_exact_mut(4).zip(x) {
+                o.copy_from_slice(&v.to_le_bytes());
             }
         }
     }

@@ -111,9 +111,9 @@ macro_rules! wrappers {
     )*};
 }
 
-/// Safe wrappers over kernels generic in the number of activation rows `R`
-/// (`fn k<const R: usize>(nb, w, [a; R]) -> [f32; R]`): a `DotFn` (R = 1) and a `DotRowsFn`
-/// (R = 4, then R = 1 for the remainder; every row sees the same operations for any R).
+/// Safe wrappers over tile kernels (`fn k<const RW: usize, const C: usize>(nb, [w; RW],
+/// [a; C]) -> [[f32; C]; RW]`) used with one weight row: a `DotFn` (C = 1) and a `DotRowsFn`
+/// (C = 4, then C = 1 for the remainder; every (row, token) sees the same operations for any C).
 /// SAFETY (of the generated code): as for `wrappers!`; `rows_nblocks` bounds the reads of
 /// every row, and rows past the slice are only formed (wrapping) when `nb` is 0.
 macro_rules! row_wrappers {
@@ -121,7 +121,7 @@ macro_rules! row_wrappers {
         fn $dot(n: usize, w: &[u8], a: &[u8]) -> f32 {
             let nb = $crate::quant::avx2::nblocks(n, $bs, w, $wts, a, $ats);
             // SAFETY: see the macro's comment: features checked by the dispatcher, reads bounded by `nb`.
-            unsafe { $kernel::<1>(nb, w.as_ptr(), [a.as_ptr()])[0] }
+            unsafe { $kernel::<1, 1>(nb, [w.as_ptr()], [a.as_ptr()])[0][0] }
         }
         fn $rows(n: usize, w: &[u8], a: &[u8], stride: usize, out: &mut [f32]) {
             let nb = $crate::quant::avx2::rows_nblocks(n, $bs, w, $wts, a, $ats, stride, out.len());
@@ -131,12 +131,12 @@ macro_rules! row_wrappers {
             let mut r = 0;
             for o in &mut chunks {
                 // SAFETY: see the macro's comment: rows r..r+4 hold `nb` blocks each.
-                o.copy_from_slice(&unsafe { $kernel::<4>(nb, wp, [row(r), row(r + 1), row(r + 2), row(r + 3)]) });
+                o.copy_from_slice(&unsafe { $kernel::<1, 4>(nb, [wp], [row(r), row(r + 1), row(r + 2), row(r + 3)]) }[0]);
                 r += 4;
             }
             for o in chunks.into_remainder() {
                 // SAFETY: as above, for row r.
-                *o = unsafe { $kernel::<1>(nb, wp, [row(r)]) }[0];
+                *o = unsafe { $kernel::<1, 1>(nb, [wp], [row(r)]) }[0][0];
                 r += 1;
             }
         }

@@ -2,7 +2,7 @@
 //!
 //! ggml-cpu/arch/x86/quants.c semantics: `maddubs` of unsigned weight values with signed
 //! activations, `madd` with the 16-bit sub-block scales, block sums in i32, one FMA per block.
-//! Q4_K and Q6_K (the hot types) are generic over `R` activation rows per weight block.
+//! Q4_K and Q6_K (the hot types) are generic over `RW` weight rows × `C` activation rows.
 //! Callers (`avx2.rs` wrappers) guarantee avx2+fma+f16c and that `nb` blocks are readable
 //! from `w` and from every activation row.
 use super::avx2::{
@@ -75,42 +75,51 @@ pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
 }
 
 // block_q4_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qs[128] @16; }
-// One weight block decoded once, dotted with R activation rows (same ops per row for any R).
+// One weight block decoded once, dotted with C activation rows, for RW weight rows (same ops
+// per (row, token) for any RW, C).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_k_q8_k<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+pub(super) unsafe fn q4_k_q8_k<const RW: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm256_setzero_ps(); R];
-    let mut acc_m = [_mm_setzero_ps(); R];
+    let mut acc = [[_mm256_setzero_ps(); C]; RW];
+    let mut acc_m = [[_mm_setzero_ps(); C]; RW];
     for i in 0..nb {
-        let wb = w.add(144 * i);
-        let (dw, mw) = fp16x2(wb, wb.add(2));
-        let sm = k4_scales_mins(wb.add(4));
-        let sc = _mm_cvtepu8_epi16(sm);
-        let scales = _mm256_set_m128i(sc, sc);
-        let mut sumi = [_mm256_setzero_si256(); R];
-        for j in 0..4 {
-            let bits = load256(wb.add(16 + 32 * j));
-            let q4l = _mm256_and_si256(bits, m4);
-            let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
-            let (sl, sh) = (bcast_i16(scales, 2 * j), bcast_i16(scales, 2 * j + 1));
-            for r in 0..R {
-                let y = a[r].add(292 * i + 4 + 64 * j);
-                let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(y)));
-                let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(y.add(32))));
-                sumi[r] = _mm256_add_epi32(sumi[r], _mm256_add_epi32(pl, ph));
+        for r in 0..RW {
+            let wb = w[r].add(144 * i);
+            let (dw, mw) = fp16x2(wb, wb.add(2));
+            let sm = k4_scales_mins(wb.add(4));
+            let sc = _mm_cvtepu8_epi16(sm);
+            let scales = _mm256_set_m128i(sc, sc);
+            let mut sumi = [_mm256_setzero_si256(); C];
+            for j in 0..4 {
+                let bits = load256(wb.add(16 + 32 * j));
+                let q4l = _mm256_and_si256(bits, m4);
+                let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
+                let (sl, sh) = (bcast_i16(scales, 2 * j), bcast_i16(scales, 2 * j + 1));
+                for t in 0..C {
+                    let y = a[t].add(292 * i + 4 + 64 * j);
+                    let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(y)));
+                    let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(y.add(32))));
+                    sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
+                }
+            }
+            for t in 0..C {
+                let ab = a[t].add(292 * i);
+                let dy = rd_f32(ab);
+                let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
+                acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r][t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
             }
         }
-        for r in 0..R {
-            let ab = a[r].add(292 * i);
-            let dy = rd_f32(ab);
-            let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
-            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r]);
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
-        }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = hsum_f32x8(acc[r]) + hsum_f32x4(acc_m[r]);
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for t in 0..C {
+            out[r][t] = hsum_f32x8(acc[r][t]) + hsum_f32x4(acc_m[r][t]);
+        }
     }
     out
 }
@@ -154,57 +163,66 @@ pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
 
 // block_q6_K { u8 ql[128]; u8 qh[64] @128; i8 scales[16] @192; f16 d @208; }
 // Σ sc·(q6 - 32)·q8 = Σ sc·q6·q8 - 32·Σ_g sc[g]·bsums[g]  (q6 in 0..64 for maddubs).
-// One weight block decoded once, dotted with R activation rows (same ops per row for any R).
+// One weight block decoded once, dotted with C activation rows, for RW weight rows (same ops
+// per (row, token) for any RW, C).
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q6_k_q8_k<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+pub(super) unsafe fn q6_k_q8_k<const RW: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
     let m4 = _mm256_set1_epi8(0x0f);
     let m3 = _mm256_set1_epi8(3);
-    let mut acc = [_mm256_setzero_ps(); R];
+    let mut acc = [[_mm256_setzero_ps(); C]; RW];
     for i in 0..nb {
-        let wb = w.add(210 * i);
-        let dw = fp16(wb.add(208));
-        let scales = load128(wb.add(192));
-        let sc16 = _mm256_cvtepi8_epi16(scales);
-        let mut sumi = [_mm256_setzero_si256(); R];
-        for r in 0..R {
-            let corr = _mm256_madd_epi16(sc16, load256(a[r].add(292 * i + 260)));
-            sumi[r] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
-        }
-        for c in 0..2 {
-            let ql0 = load256(wb.add(64 * c));
-            let ql1 = load256(wb.add(64 * c + 32));
-            let qh = load256(wb.add(128 + 32 * c));
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m3))),
-                _mm256_or_si256(
-                    _mm256_and_si256(ql1, m4),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), m3)),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), m3)),
-                ),
-                _mm256_or_si256(
-                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
-                    _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), m3)),
-                ),
-            ];
-            for (k, &qk) in q.iter().enumerate() {
-                let s = scale_pair(scales, 8 * c + 2 * k);
-                for r in 0..R {
-                    let p = _mm256_maddubs_epi16(qk, load256(a[r].add(292 * i + 4 + 128 * c + 32 * k)));
-                    sumi[r] = _mm256_add_epi32(sumi[r], _mm256_madd_epi16(s, p));
+        for r in 0..RW {
+            let wb = w[r].add(210 * i);
+            let dw = fp16(wb.add(208));
+            let scales = load128(wb.add(192));
+            let sc16 = _mm256_cvtepi8_epi16(scales);
+            let mut sumi = [_mm256_setzero_si256(); C];
+            for t in 0..C {
+                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(292 * i + 260)));
+                sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
+            }
+            for c in 0..2 {
+                let ql0 = load256(wb.add(64 * c));
+                let ql1 = load256(wb.add(64 * c + 32));
+                let qh = load256(wb.add(128 + 32 * c));
+                let q = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16::<4>(_mm256_and_si256(qh, m3))),
+                    _mm256_or_si256(
+                        _mm256_and_si256(ql1, m4),
+                        _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), m3)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql0), m4),
+                        _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), m3)),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(ql1), m4),
+                        _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), m3)),
+                    ),
+                ];
+                for (k, &qk) in q.iter().enumerate() {
+                    let s = scale_pair(scales, 8 * c + 2 * k);
+                    for t in 0..C {
+                        let p = _mm256_maddubs_epi16(qk, load256(a[t].add(292 * i + 4 + 128 * c + 32 * k)));
+                        sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s, p));
+                    }
                 }
             }
-        }
-        for r in 0..R {
-            let d = rd_f32(a[r].add(292 * i)) * dw;
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[r]), acc[r]);
+            for t in 0..C {
+                let d = rd_f32(a[t].add(292 * i)) * dw;
+                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
+            }
         }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = hsum_f32x8(acc[r]);
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for t in 0..C {
+            out[r][t] = hsum_f32x8(acc[r][t]);
+        }
     }
     out
 }

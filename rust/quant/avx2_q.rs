@@ -1,8 +1,9 @@
 //! AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
 //!
-//! One weight block is decoded once (`Block32::weights`) and dotted with `R` activation rows
-//! (`R` = 1 for `DotFn`, 4 for `DotRowsFn`); every row sees the same operations in the same
-//! order, so a row's result does not depend on `R`. Generic over VNNI: `false` here
+//! One weight block is decoded once (`Block32::weights`) and dotted with `C` activation rows
+//! (`C` = 1 for `DotFn`, 4 for `DotRowsFn`), for `RW` weight rows (tiles, `avx2_tile.rs`);
+//! every (row, token) sees the same operations in the same order, so its result does not
+//! depend on `RW` or `C`. Generic over VNNI: `false` here
 //! (`maddubs` + `madd`), `true` from `avx512.rs` (256-bit `vpdpbusd`, avx512vnni+vl).
 //!
 //! No closures in these generic bodies: a closure is compiled without the target features of
@@ -32,58 +33,65 @@ pub(super) unsafe fn udot<const VNNI: bool>(ax: __m256i, sy: __m256i) -> __m256i
     }
 }
 
-/// Accumulates block `i` of every row into `acc` / `summs`.
+/// Accumulates block `i` of weight row `w` against every token into `acc` / `summs`.
 #[inline(always)]
-unsafe fn step<B: Block32, const VNNI: bool, const R: usize>(
+unsafe fn step<B: Block32, const VNNI: bool, const C: usize>(
     w: *const u8,
-    a: &[*const u8; R],
+    a: &[*const u8; C],
     i: usize,
-    acc: &mut [__m256; R],
-    summs: &mut [f32; R],
+    acc: &mut [__m256; C],
+    summs: &mut [f32; C],
 ) {
     let (qx, dw, mw) = B::weights(w, i);
     // |x| for the unsigned side of maddubs; the sign moves onto the activations
     let ax = if B::MIN { qx } else { _mm256_sign_epi8(qx, qx) };
-    for r in 0..R {
+    for t in 0..C {
         if B::MIN {
-            let ab = a[r].add(36 * i);
+            let ab = a[t].add(36 * i);
             let (da, sa) = fp16x2(ab, ab.add(2));
             let p = udot::<VNNI>(ax, load256(ab.add(4)));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(p), acc[r]);
-            summs[r] += mw * sa;
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * da), _mm256_cvtepi32_ps(p), acc[t]);
+            summs[t] += mw * sa;
         } else {
-            let ab = a[r].add(34 * i);
+            let ab = a[t].add(34 * i);
             let p = udot::<VNNI>(ax, _mm256_sign_epi8(load256(ab.add(2)), qx));
-            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16(ab)), _mm256_cvtepi32_ps(p), acc[r]);
+            acc[t] = _mm256_fmadd_ps(_mm256_set1_ps(dw * fp16(ab)), _mm256_cvtepi32_ps(p), acc[t]);
         }
     }
 }
 
-/// Σ over `nb` blocks of d_w·d_a·Σ(w·a) (+ m·s), for each of the `R` activation rows.
-/// Two accumulators per row (even / odd blocks) keep two FMA chains in flight.
+/// Σ over `nb` blocks of d_w·d_a·Σ(w·a) (+ m·s), for each of `RW` weight rows × `C` activation
+/// rows (`[r][t]`). Two accumulators per (row, token) (even / odd blocks) keep two FMA chains
+/// in flight; each (row, token) sees the same operations for any `RW`, `C`.
 #[inline(always)]
-pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const R: usize>(
+pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, const C: usize>(
     nb: usize,
-    w: *const u8,
-    a: [*const u8; R],
-) -> [f32; R] {
-    let mut acc0 = [_mm256_setzero_ps(); R];
-    let mut acc1 = [_mm256_setzero_ps(); R];
-    let mut summs = [0f32; R];
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
+    let mut acc0 = [[_mm256_setzero_ps(); C]; RW];
+    let mut acc1 = [[_mm256_setzero_ps(); C]; RW];
+    let mut summs = [[0f32; C]; RW];
     let mut i = 0;
     while i + 2 <= nb {
-        step::<B, VNNI, R>(w, &a, i, &mut acc0, &mut summs);
-        step::<B, VNNI, R>(w, &a, i + 1, &mut acc1, &mut summs);
+        for r in 0..RW {
+            step::<B, VNNI, C>(w[r], &a, i, &mut acc0[r], &mut summs[r]);
+            step::<B, VNNI, C>(w[r], &a, i + 1, &mut acc1[r], &mut summs[r]);
+        }
         i += 2;
     }
     if i < nb {
-        step::<B, VNNI, R>(w, &a, i, &mut acc0, &mut summs);
+        for r in 0..RW {
+            step::<B, VNNI, C>(w[r], &a, i, &mut acc0[r], &mut summs[r]);
+        }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = hsum_f32x8(_mm256_add_ps(acc0[r], acc1[r]));
-        if B::MIN {
-            out[r] += summs[r];
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for t in 0..C {
+            out[r][t] = hsum_f32x8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+            if B::MIN {
+                out[r][t] += summs[r][t];
+            }
         }
     }
     out
@@ -175,8 +183,8 @@ impl Block32 for BIQ4_NL {
 macro_rules! entry_points {
     ($($kernel:ident => $blk:ident;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
-        pub(super) unsafe fn $kernel<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
-            blocks32::<$blk, false, R>(nb, w, a)
+        pub(super) unsafe fn $kernel<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+            blocks32::<$blk, false, RW, C>(nb, w, a)
         }
     )*};
 }

@@ -8,18 +8,19 @@
 //!   per-block f16 scales and lane shuffles cost more than the halved integer work saves).
 //! - Every other type uses its AVX2 kernel under this ISA (see `dispatch.rs`).
 //!
-//! All kernels are generic over `R` activation rows per weight block (`DotRowsFn`); each row
-//! sees the same operations for any `R`. Integer block sums are exact; only the f32
+//! All kernels are generic over `RW` weight rows × `C` activation rows (`DotRowsFn`, tiles);
+//! each (row, token) sees the same operations for any `RW`, `C`. Integer block sums are exact; only the f32
 //! accumulation order differs from `scalar.rs`.
 //!
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
 use super::avx2::{fp16, fp16x2, hsum_f32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
+use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
 use core::arch::x86_64::*;
 
-fn has_avx512() -> bool {
+pub(super) fn has_avx512() -> bool {
     is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
@@ -91,8 +92,8 @@ pub(super) fn variants(ty: GgmlType) -> Vec<(&'static str, DotFn, DotRowsFn)> {
 macro_rules! vnni32 {
     ($($kernel:ident => $blk:ident;)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        unsafe fn $kernel<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
-            blocks32::<$blk, true, R>(nb, w, a)
+        unsafe fn $kernel<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+            blocks32::<$blk, true, RW, C>(nb, w, a)
         }
     )*};
 }
@@ -111,12 +112,12 @@ vnni32! {
 macro_rules! k512 {
     ($($body:ident => $plain:ident / $vnni:ident;)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-        unsafe fn $plain<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
-            $body::<false, R>(nb, w, a)
+        unsafe fn $plain<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+            $body::<false, RW, C>(nb, w, a)
         }
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-        unsafe fn $vnni<const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
-            $body::<true, R>(nb, w, a)
+        unsafe fn $vnni<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+            $body::<true, RW, C>(nb, w, a)
         }
     )*};
 }
@@ -156,6 +157,20 @@ unsafe fn wdot<const VNNI: bool>(acc: __m512i, x: __m512i, y: __m512i) -> __m512
     }
 }
 
+/// Single-token calls (decode): prefetch the lines of a `len`-byte block `pf_dist()` ahead of
+/// `p` (a hint: never faults, the address is not dereferenced).
+#[inline(always)]
+unsafe fn prefetch_ahead(p: *const u8, len: usize) {
+    let d = super::tile::pf_dist();
+    if d > 0 {
+        let mut off = 0;
+        while off < len {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(d + off) as *const i8);
+            off += 64;
+        }
+    }
+}
+
 /// Two 256-bit halves → one 512-bit register (`lo` in bits 0..256).
 #[inline(always)]
 unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
@@ -174,41 +189,52 @@ unsafe fn load512(p: *const u8) -> __m512i {
 // i16 lanes 0..16 take scale 2j, lanes 16..32 scale 2j+1.
 
 #[inline(always)]
-unsafe fn q4_k_body<const VNNI: bool, const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+unsafe fn q4_k_body<const VNNI: bool, const RW: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [_mm512_setzero_ps(); R];
-    let mut acc_m = [_mm_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); C]; RW];
+    let mut acc_m = [[_mm_setzero_ps(); C]; RW];
     for i in 0..nb {
-        let wb = w.add(144 * i);
-        let (dw, mw) = fp16x2(wb, wb.add(2));
-        let sm = k4_scales_mins(wb.add(4));
-        let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
-        let mut sumi = [_mm512_setzero_si512(); R];
-        for j in 0..4 {
-            let bits = load256(wb.add(16 + 32 * j));
-            let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
-            let idx = _mm512_mask_blend_epi16(
-                0xFFFF_0000,
-                _mm512_set1_epi16((2 * j) as i16),
-                _mm512_set1_epi16((2 * j + 1) as i16),
-            );
-            let s = _mm512_permutexvar_epi16(idx, sc16);
-            for r in 0..R {
-                let p16 = _mm512_maddubs_epi16(q4, load512(a[r].add(292 * i + 4 + 64 * j)));
-                sumi[r] = wdot::<VNNI>(sumi[r], p16, s);
+        for r in 0..RW {
+            let wb = w[r].add(144 * i);
+            if C == 1 {
+                prefetch_ahead(wb, 144);
+            }
+            let (dw, mw) = fp16x2(wb, wb.add(2));
+            let sm = k4_scales_mins(wb.add(4));
+            let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
+            let mut sumi = [_mm512_setzero_si512(); C];
+            for j in 0..4 {
+                let bits = load256(wb.add(16 + 32 * j));
+                let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
+                let idx = _mm512_mask_blend_epi16(
+                    0xFFFF_0000,
+                    _mm512_set1_epi16((2 * j) as i16),
+                    _mm512_set1_epi16((2 * j + 1) as i16),
+                );
+                let s = _mm512_permutexvar_epi16(idx, sc16);
+                for t in 0..C {
+                    let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(292 * i + 4 + 64 * j)));
+                    sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
+                }
+            }
+            for t in 0..C {
+                let ab = a[t].add(292 * i);
+                let dy = rd_f32(ab);
+                let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
+                acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(dy * dw), _mm512_cvtepi32_ps(sumi[t]), acc[r][t]);
             }
         }
-        for r in 0..R {
-            let ab = a[r].add(292 * i);
-            let dy = rd_f32(ab);
-            let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
-            acc_m[r] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r]);
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(dy * dw), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
-        }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = _mm512_reduce_add_ps(acc[r]) + hsum_f32x4(acc_m[r]);
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for t in 0..C {
+            out[r][t] = _mm512_reduce_add_ps(acc[r][t]) + hsum_f32x4(acc_m[r][t]);
+        }
     }
     out
 }
@@ -223,48 +249,128 @@ static GROUP_IDX: [u16; 32] =
     [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
 
 #[inline(always)]
-unsafe fn q6_k_body<const VNNI: bool, const R: usize>(nb: usize, w: *const u8, a: [*const u8; R]) -> [f32; R] {
+unsafe fn q6_k_body<const VNNI: bool, const RW: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
     let m4 = _mm512_set1_epi8(0x0f);
     let m3 = _mm512_set1_epi8(3);
     // per-i16 shift counts: low 256 bits / high 256 bits
     let sh01 = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
     let sh23 = join(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
     let gidx = load512(GROUP_IDX.as_ptr() as *const u8);
-    let mut acc = [_mm512_setzero_ps(); R];
+    let mut acc = [[_mm512_setzero_ps(); C]; RW];
     for i in 0..nb {
-        let wb = w.add(210 * i);
-        let dw = fp16(wb.add(208));
-        let sc16 = _mm256_cvtepi8_epi16(load128(wb.add(192)));
-        let mut sumi = [_mm512_setzero_si512(); R];
-        for r in 0..R {
-            let corr = _mm256_madd_epi16(sc16, load256(a[r].add(292 * i + 260)));
-            let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
-            sumi[r] = _mm512_zextsi256_si512(corr);
-        }
-        let sc16 = _mm512_castsi256_si512(sc16);
-        for c in 0..2 {
-            let ql = load512(wb.add(64 * c));
-            let qh = _mm512_broadcast_i64x4(load256(wb.add(128 + 32 * c)));
-            let h_lo = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3));
-            let h_hi = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3));
-            let q_lo = _mm512_or_si512(_mm512_and_si512(ql, m4), h_lo);
-            let q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_hi);
-            let s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c) as i16)), sc16);
-            let s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c + 4) as i16)), sc16);
-            for r in 0..R {
-                let y = a[r].add(292 * i + 4 + 128 * c);
-                sumi[r] = wdot::<VNNI>(sumi[r], _mm512_maddubs_epi16(q_lo, load512(y)), s_lo);
-                sumi[r] = wdot::<VNNI>(sumi[r], _mm512_maddubs_epi16(q_hi, load512(y.add(64))), s_hi);
+        for r in 0..RW {
+            let wb = w[r].add(210 * i);
+            if C == 1 {
+                prefetch_ahead(wb, 210);
+            }
+            let dw = fp16(wb.add(208));
+            let sc16 = _mm256_cvtepi8_epi16(load128(wb.add(192)));
+            let mut sumi = [_mm512_setzero_si512(); C];
+            for t in 0..C {
+                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(292 * i + 260)));
+                let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
+                sumi[t] = _mm512_zextsi256_si512(corr);
+            }
+            let sc16 = _mm512_castsi256_si512(sc16);
+            for c in 0..2 {
+                let ql = load512(wb.add(64 * c));
+                let qh = _mm512_broadcast_i64x4(load256(wb.add(128 + 32 * c)));
+                let h_lo = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh01), m3));
+                let h_hi = _mm512_slli_epi16::<4>(_mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m3));
+                let q_lo = _mm512_or_si512(_mm512_and_si512(ql, m4), h_lo);
+                let q_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16::<4>(ql), m4), h_hi);
+                let s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c) as i16)), sc16);
+                let s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c + 4) as i16)), sc16);
+                for t in 0..C {
+                    let y = a[t].add(292 * i + 4 + 128 * c);
+                    sumi[t] = wdot::<VNNI>(sumi[t], _mm512_maddubs_epi16(q_lo, load512(y)), s_lo);
+                    sumi[t] = wdot::<VNNI>(sumi[t], _mm512_maddubs_epi16(q_hi, load512(y.add(64))), s_hi);
+                }
+            }
+            for t in 0..C {
+                let d = rd_f32(a[t].add(292 * i)) * dw;
+                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[t]), acc[r][t]);
             }
         }
-        for r in 0..R {
-            let d = rd_f32(a[r].add(292 * i)) * dw;
-            acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+    }
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for t in 0..C {
+            out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
         }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = _mm512_reduce_add_ps(acc[r]);
-    }
     out
+}
+
+// ---------------------------------------------------------------- tiles (K-quants)
+
+/// K-quant tile families over the bodies above (standard Q8_K activations, no packing).
+macro_rules! k_tiles {
+    ($($tile:ident, $run:ident => $kernel:ident, $wts:expr;)*) => {$(
+        #[allow(non_camel_case_types)]
+        struct $tile;
+        impl Tile for $tile {
+            const BS: usize = 256;
+            const WTS: usize = $wts;
+            const SELF_PREFETCH: bool = true;
+            fn act_blocks(bytes: usize) -> usize {
+                bytes / 292
+            }
+            #[inline(always)]
+            unsafe fn run<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+                $kernel::<RW, C>(nb, w, a)
+            }
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+            drive::<$tile, K_ROWS, K_COLS, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)
+        }
+    )*};
+}
+
+/// K-quant register tile: rows × tokens (decode: `K_GEMV_ROWS` × 1).
+const K_ROWS: usize = 1;
+const K_COLS: usize = 8;
+const K_GEMV_ROWS: usize = 4;
+
+// SAFETY (of the generated code): `run` is reached only through `tile_kernel`, after the CPU
+// check of the build it names; `drive` bounds `nb` by every row and token.
+k_tiles! {
+    TQ4_K, run_q4_k => k_q4_k, 144;
+    TQ4_K_VNNI, run_q4_k_vnni => k_q4_k_vnni, 144;
+    TQ6_K, run_q6_k => k_q6_k, 210;
+    TQ6_K_VNNI, run_q6_k_vnni => k_q6_k_vnni, 210;
+}
+
+/// The AVX-512 K-quant tile kernel for `ty` (the twin of [`dot`]'s), or `None`.
+pub(super) fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
+    if !has_avx512() {
+        return None;
+    }
+    let vnni = is_x86_feature_detected!("avx512vnni");
+    let run: TileFn = match (ty, vnni) {
+        (GgmlType::Q4_K, false) => run_q4_k,
+        (GgmlType::Q4_K, true) => run_q4_k_vnni,
+        (GgmlType::Q6_K, false) => run_q6_k,
+        (GgmlType::Q6_K, true) => run_q6_k_vnni,
+        _ => return None,
+    };
+    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, cols: K_COLS })
+}
+
+/// The plain (non-VNNI) K-quant tiles, for tests on VNNI machines.
+#[cfg(test)]
+pub(super) fn plain_tile(ty: GgmlType) -> Option<TileFn> {
+    if !has_avx512() {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_K => Some(run_q4_k),
+        GgmlType::Q6_K => Some(run_q6_k),
+        _ => None,
+    }
 }

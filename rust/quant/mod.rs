@@ -28,13 +28,19 @@
 //! tricks of the SIMD kernels assume an activation byte is never -128).
 pub mod activation;
 #[cfg(target_arch = "x86_64")]
+mod activation_avx512;
+#[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
 #[cfg(target_arch = "x86_64")]
 mod avx2_q;
 #[cfg(target_arch = "x86_64")]
+mod avx2_tile;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod avx512_tile;
 pub mod dispatch;
 pub mod f16;
 #[cfg(target_arch = "aarch64")]
@@ -43,9 +49,13 @@ pub mod scalar;
 pub mod scalar_k;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_tile;
+pub mod tile;
 pub mod types;
 
 pub use dispatch::{dot_fn, dot_rows_fn, isa, Isa};
+pub use tile::{tile_kernel, tile_kernel_for, PrepFn, TileFn, TileKernel};
 pub use types::GgmlType;
 
 /// A dot product of one weight row (raw blocks) with one quantized activation row.

@@ -17,16 +17,16 @@ const REL_VIA_DEQUANT: f32 = 1e-5;
 /// rounding (2^-11 relative) multiplies the weight minimum.
 const REL_VIA_DEQUANT_Q8_1: f32 = 1e-3;
 
-const WEIGHT_TYPES: [GgmlType; 15] = {
+pub(super) const WEIGHT_TYPES: [GgmlType; 15] = {
     use GgmlType::*;
     [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS]
 };
 
 /// splitmix64: deterministic, no crate.
-struct Rng(u64);
+pub(super) struct Rng(pub(super) u64);
 
 impl Rng {
-    fn next(&mut self) -> u64 {
+    pub(super) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
@@ -87,14 +87,14 @@ fn min_fields(ty: GgmlType) -> &'static [usize] {
 
 /// How the quantized bytes of a weight row are filled.
 #[derive(Clone, Copy, Debug)]
-enum Fill {
+pub(super) enum Fill {
     Random,
     /// Every quant byte the same (0x00, 0xFF, 0x80, 0x7F…): extremes of every field.
     Const(u8),
 }
 
 /// `n` elements of weight type `ty`: random (or constant) bytes with sane f16 scales.
-fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> Vec<u8> {
+pub(super) fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> Vec<u8> {
     use GgmlType::*;
     match ty {
         F32 => (0..n).flat_map(|_| rng.sym().to_le_bytes()).collect(),
@@ -118,7 +118,7 @@ fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> Vec<u8> {
 }
 
 /// Activations for weight type `ty`: random floats quantized to `vec_dot_type(ty)`.
-fn act_row(ty: GgmlType, n: usize, rng: &mut Rng, extreme: bool) -> (Vec<f32>, Vec<u8>) {
+pub(super) fn act_row(ty: GgmlType, n: usize, rng: &mut Rng, extreme: bool) -> (Vec<f32>, Vec<u8>) {
     let x: Vec<f32> = (0..n)
         .map(|i| {
             if extreme {

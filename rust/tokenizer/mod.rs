@@ -1,5 +1,8 @@
 //! Tokenizers built from GGUF metadata, exact with llama.cpp: special-token
-//! partitioning, SPM merges, detokenization and a UTF-8-safe streaming decoder.
+//! partitioning, SPM merges, byte-level BPE with its pre-tokenizer presets,
+//! detokenization and a UTF-8-safe streaming decoder.
+pub mod bpe;
+pub mod pre;
 pub mod spm;
 pub mod stream;
 pub mod vocab;
@@ -12,6 +15,8 @@ use crate::gguf::Gguf;
 
 pub struct Tokenizer {
     pub vocab: Vocab,
+    /// Merges and pre-tokenizer of a byte-level BPE vocabulary (None for SPM).
+    pub bpe: Option<bpe::Bpe>,
 }
 
 enum Fragment<'a> {
@@ -26,13 +31,19 @@ fn is_space(b: u8) -> bool {
 impl Tokenizer {
     pub fn from_gguf(g: &Gguf) -> Result<Tokenizer> {
         let vocab = Vocab::from_gguf(g)?;
-        if vocab.kind == VocabKind::Bpe {
-            return Err(Error::Tokenizer(format!(
-                "{}: BPE (gpt2) tokenizers are not supported yet",
-                g.path().display()
-            )));
-        }
-        Ok(Tokenizer { vocab })
+        let bpe = match vocab.kind {
+            VocabKind::Spm => None,
+            VocabKind::Bpe => {
+                if g.get("tokenizer.ggml.merges").is_none() {
+                    return Err(Error::Tokenizer(format!(
+                        "{}: tokenizer.ggml.merges is missing (required for BPE vocabularies)",
+                        g.path().display()
+                    )));
+                }
+                Some(bpe::Bpe::new(&vocab, &g.path().display().to_string())?)
+            }
+        };
+        Ok(Tokenizer { vocab, bpe })
     }
 
     pub fn n_vocab(&self) -> usize {
@@ -109,6 +120,11 @@ impl Tokenizer {
                     is_prev_special = true;
                 }
                 Fragment::Text(raw) => {
+                    if let Some(bpe) = &self.bpe {
+                        // fragments of a &str cut at token texts (themselves UTF-8)
+                        bpe.tokenize(v, &String::from_utf8_lossy(raw), &mut out);
+                        continue;
+                    }
                     let mut s = Vec::with_capacity(raw.len() + 3);
                     if v.add_space_prefix && is_prev_special {
                         s.extend_from_slice("\u{2581}".as_bytes());
@@ -145,6 +161,10 @@ impl Tokenizer {
         if a & (attr::CONTROL | attr::UNKNOWN | attr::USER_DEFINED) != 0 {
             return text.clone();
         }
+        if v.kind == VocabKind::Bpe {
+            // byte-level text → bytes; byte/unused/undefined tokens render as nothing
+            return if a & attr::NORMAL != 0 { bpe::decode_text(text) } else { Vec::new() };
+        }
         if a & attr::NORMAL != 0 {
             return unescape_spm(text);
         }
@@ -158,19 +178,23 @@ impl Tokenizer {
     pub fn decode_bytes(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
         let v = &self.vocab;
         let mut ids = ids;
+        let mut remove_space = v.add_space_prefix;
         if remove_special && v.add_bos && ids.first().is_some() && ids.first().copied() == v.bos {
             ids = &ids[1..];
+            remove_space = false;
         }
         if remove_special && v.add_eos && ids.last().is_some() && ids.last().copied() == v.eos {
             ids = &ids[..ids.len() - 1];
         }
         let mut out = Vec::new();
-        let mut remove_space = v.add_space_prefix;
         for &id in ids {
             let piece = self.token_to_piece(id, unparse_special);
             let p: &[u8] = if remove_space && piece.first() == Some(&b' ') { &piece[1..] } else { &piece };
             remove_space = false;
             out.extend_from_slice(p);
+        }
+        if self.bpe.as_ref().is_some_and(|b| b.config.clean_spaces) {
+            return bpe::clean_spaces(&out);
         }
         out
     }

@@ -112,14 +112,22 @@ impl Vocab {
             }
             None => vec![attr::NORMAL; n],
         };
+        // "left right", rank = index; split at the first space after the first byte and
+        // keep malformed entries as ("", "") so ranks stay indices (llama-vocab.cpp, load)
         let merges = match g.get("tokenizer.ggml.merges").and_then(|v| v.as_array()) {
             Some(a) => a
                 .iter()
-                .filter_map(|v| v.as_str())
-                .filter_map(|s| s.split_once(' ').map(|(l, r)| (l.to_string(), r.to_string())))
+                .map(|v| {
+                    let s = v.as_str().unwrap_or("");
+                    match s.bytes().skip(1).position(|b| b == b' ') {
+                        Some(p) => (s[..p + 1].to_string(), s[p + 2..].to_string()),
+                        None => (String::new(), String::new()),
+                    }
+                })
                 .collect(),
             None => Vec::new(),
         };
+        let pre_cfg = super::pre::PreConfig::from_name(&pre);
         let mut token_to_id = HashMap::with_capacity(n);
         for (i, t) in texts.iter().enumerate() {
             token_to_id.insert(t.clone(), i as u32);
@@ -130,7 +138,7 @@ impl Vocab {
         let flag = |key: &str, default: bool| g.get(key).and_then(|v| v.as_bool()).unwrap_or(default);
         let (def_bos, def_eos, def_unk) = match kind {
             VocabKind::Spm => (Some(1), Some(2), Some(0)),
-            VocabKind::Bpe => (Some(11), Some(11), None),
+            VocabKind::Bpe => (Some(11).filter(|_| !pre_cfg.no_default_bos), Some(11), None),
         };
         let bos = id("tokenizer.ggml.bos_token_id").or(def_bos.filter(|&i| i < n as u32));
         let eos = id("tokenizer.ggml.eos_token_id").or(def_eos.filter(|&i| i < n as u32));
@@ -168,7 +176,7 @@ impl Vocab {
             let hex = format!("<0x{b:02X}>");
             *slot = token_to_id.get(hex.as_bytes()).copied().or_else(|| token_to_id.get(&[b as u8][..]).copied());
         }
-        let add_bos = flag("tokenizer.ggml.add_bos_token", kind == VocabKind::Spm);
+        let add_bos = flag("tokenizer.ggml.add_bos_token", kind == VocabKind::Spm || (kind == VocabKind::Bpe && pre_cfg.add_bos));
         let add_eos = flag("tokenizer.ggml.add_eos_token", false);
         let add_space_prefix = flag("tokenizer.ggml.add_space_prefix", kind == VocabKind::Spm);
         Ok(Vocab {

@@ -1,0 +1,76 @@
+//! AVX2 tile kernels: the generic bodies of `avx2_q.rs` (32-element block types) and
+//! `avx2_k.rs` (Q4_K, Q6_K) with several weight rows per call, reading the standard
+//! `vec_dot_type` activation rows (no packing). Each (row, token) sees the operations of the
+//! AVX2 `DotFn`, so results are bit-identical to it.
+//!
+//! Register budget (16 ymm): the 32-element types keep two accumulators per (row, token), so
+//! 2 rows × 2 tokens; the K-quants one accumulator (+ a 128-bit one for Q4_K) and a block sum
+//! per token, so 1 row × 4 tokens.
+use super::avx2_k::{q4_k_q8_k, q6_k_q8_k};
+use super::avx2_q::{iq4_nl_q8_0, q4_0_q8_0, q4_1_q8_1, q5_0_q8_0, q5_1_q8_1, q8_0_q8_0};
+use super::tile::{drive, Tile, TileFn, TileKernel};
+use super::{vec_dot_type, GgmlType};
+
+fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+}
+
+/// The AVX2 tile kernel for `ty`, or `None`.
+pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
+    if !has_avx2() {
+        return None;
+    }
+    use GgmlType::*;
+    let (run, cols): (TileFn, usize) = match ty {
+        Q8_0 => (run_q8_0, 2),
+        Q5_0 => (run_q5_0, 2),
+        Q4_0 => (run_q4_0, 2),
+        IQ4_NL => (run_iq4_nl, 2),
+        Q4_1 => (run_q4_1, 2),
+        Q5_1 => (run_q5_1, 2),
+        Q4_K => (run_q4_k, 4),
+        Q6_K => (run_q6_k, 4),
+        _ => return None,
+    };
+    let act_bytes: fn(usize) -> usize = match vec_dot_type(ty) {
+        Q8_1 => |n| Q8_1.row_bytes(n),
+        Q8_K => |n| Q8_K.row_bytes(n),
+        _ => |n| Q8_0.row_bytes(n),
+    };
+    Some(TileKernel { run, act_bytes, prep: None, cols })
+}
+
+macro_rules! tiles {
+    ($($tile:ident, $run:ident => $kernel:ident, $bs:expr, $wts:expr, $ats:expr, [$rw:expr, $c:expr, $rg:expr];)*) => {$(
+        #[allow(non_camel_case_types)]
+        struct $tile;
+        impl Tile for $tile {
+            const BS: usize = $bs;
+            const WTS: usize = $wts;
+            fn act_blocks(bytes: usize) -> usize {
+                bytes / $ats
+            }
+            #[inline(always)]
+            unsafe fn run<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+                $kernel::<RW, C>(nb, w, a)
+            }
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+            drive::<$tile, { $rw }, { $c }, { $rg }>(n, w, ws, rows, a, as_, cols, out, os)
+        }
+    )*};
+}
+
+// SAFETY (of the generated code): reached only through `kernel`, after the CPU check;
+// `drive` bounds `nb` by every row and token.
+tiles! {
+    TQ8_0, run_q8_0 => q8_0_q8_0, 32, 34, 34, [2, 2, 4];
+    TQ5_0, run_q5_0 => q5_0_q8_0, 32, 22, 34, [2, 2, 4];
+    TQ4_0, run_q4_0 => q4_0_q8_0, 32, 18, 34, [2, 2, 4];
+    TIQ4_NL, run_iq4_nl => iq4_nl_q8_0, 32, 18, 34, [2, 2, 4];
+    TQ4_1, run_q4_1 => q4_1_q8_1, 32, 20, 36, [2, 2, 4];
+    TQ5_1, run_q5_1 => q5_1_q8_1, 32, 24, 36, [2, 2, 4];
+    TQ4_K, run_q4_k => q4_k_q8_k, 256, 144, 292, [1, 4, 4];
+    TQ6_K, run_q6_k => q6_k_q8_k, 256, 210, 292, [1, 4, 4];
+}
