@@ -131,6 +131,7 @@ pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &m
 
 /// Quantizes tokens `x` ([tokens, n]) into `q` ([tokens, q_row]) and, when the kernel repacks,
 /// into `p` ([tokens, a_row]).
+#[allow(clippy::too_many_arguments)]
 fn prepare(vt: GgmlType, k: &TileKernel, n: usize, x: &[f32], q: &mut [u8], q_row: usize, p: &mut [u8], a_row: usize) {
     for (t, xt) in x.chunks_exact(n).enumerate() {
         let qt = &mut q[t * q_row..(t + 1) * q_row];
@@ -164,6 +165,7 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
         let (qp, pp, op) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()), SendPtr(out.as_mut_ptr()));
         let has_prep = k.prep.is_some();
         pool.run(n_tasks, |c| {
+            // the whole wrappers (Sync), not their raw pointer fields
             let (qp, pp, op) = (qp, pp, op);
             let t0 = c * per;
             let t1 = (t0 + per).min(n_tokens);
@@ -188,11 +190,16 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
     // Decode / few tokens: quantize here, split rows.
     prepare(vt, k, n, &x[..n_tokens * n], &mut s.q, q_row, &mut s.p[p_off..], a_row);
     let a: &[u8] = if k.prep.is_some() { &s.p[p_off..] } else { &s.q };
-    let rows_per = n_out.div_ceil(n_threads * 8).next_multiple_of(ROW_ALIGN).max(ROW_ALIGN);
+    // a few tasks per thread (balance when a thread is descheduled), each at least 64 rows
+    // (a task costs a pool hand-off; a decode row of 640 elements takes ~30 ns)
+    let n_tasks = (n_out / 64).clamp(1, n_threads * 4);
+    let rows_per = n_out.div_ceil(n_tasks).next_multiple_of(ROW_ALIGN);
     let n_tasks = n_out.div_ceil(rows_per);
     let op = SendPtr(out.as_mut_ptr());
     let wb = w.bytes();
     pool.run(n_tasks, |c| {
+        // the whole wrapper (Sync), not its raw pointer field (edition-2021 closures capture fields)
+        #[allow(clippy::redundant_locals)]
         let op = op;
         let r0 = c * rows_per;
         let r1 = (r0 + rows_per).min(n_out);
@@ -239,6 +246,7 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
     let dot_rows = w.dot_rows;
     let n = w.n_in;
     pool.run(n_chunks, |c| {
+        #[allow(clippy::redundant_locals)]
         let optr = optr;
         let r0 = c * rows_per;
         let r1 = (r0 + rows_per).min(n_out);

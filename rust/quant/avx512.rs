@@ -308,7 +308,8 @@ unsafe fn q6_k_body<const VNNI: bool, const RW: usize, const C: usize>(
 
 // ---------------------------------------------------------------- tiles (K-quants)
 
-/// K-quant tile families over the bodies above (standard Q8_K activations, no packing).
+/// K-quant tile families over the bodies above (standard Q8_K activations: a cache-line aligned
+/// repack measured no faster, 40.4 vs 40.4 ns per 2048-long Q4_K dot, 30.1 vs 31.3 for Q6_K).
 macro_rules! k_tiles {
     ($($tile:ident, $run:ident => $kernel:ident, $wts:expr;)*) => {$(
         #[allow(non_camel_case_types)]
@@ -332,7 +333,8 @@ macro_rules! k_tiles {
     )*};
 }
 
-/// K-quant register tile: rows × tokens (decode: `K_GEMV_ROWS` × 1).
+/// K-quant register tile: rows × tokens (decode: `K_GEMV_ROWS` × 1). Measured (`tile_shapes`,
+/// 2048-long dots): Q4_K 1 × 8 40.4 ns, 1 × 4 46.4, 2 × 4 44.0; Q6_K 1 × 8 31.3, 1 × 4 35.7.
 const K_ROWS: usize = 1;
 const K_COLS: usize = 8;
 const K_GEMV_ROWS: usize = 4;
@@ -372,5 +374,28 @@ pub(super) fn plain_tile(ty: GgmlType) -> Option<TileFn> {
         GgmlType::Q4_K => Some(run_q4_k),
         GgmlType::Q6_K => Some(run_q6_k),
         _ => None,
+    }
+}
+
+/// Q4_K and Q6_K (VNNI) tiles with other register-tile shapes (rows × tokens), for `tile_shapes`.
+#[cfg(test)]
+#[allow(clippy::type_complexity)]
+pub(super) fn k_shapes() -> Vec<(&'static str, TileFn, TileFn)> {
+    macro_rules! shape {
+        ($($name:expr => $rw:expr, $c:expr;)*) => {
+            vec![$(($name,
+                (|n, w, ws, rows, a, as_, cols, out, os| drive::<TQ4_K_VNNI, { $rw }, { $c }, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)) as TileFn,
+                (|n, w, ws, rows, a, as_, cols, out, os| drive::<TQ6_K_VNNI, { $rw }, { $c }, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)) as TileFn,
+            )),*]
+        };
+    }
+    shape! {
+        "1x4" => 1, 4;
+        "1x6" => 1, 6;
+        "1x8" => 1, 8;
+        "1x12" => 1, 12;
+        "2x3" => 2, 3;
+        "2x4" => 2, 4;
+        "3x3" => 3, 3;
     }
 }

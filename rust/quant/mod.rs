@@ -22,6 +22,15 @@
 //! activation rows, weights decoded once; 1.4–1.9x faster per dot when several tokens share
 //! the weights) exist for Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q4_K, Q6_K under avx2/avx512.
 //!
+//! Tile kernels (`tile.rs`, [`TileKernel`]: a block of weight rows × a block of tokens per
+//! call, register tiles of R rows × C tokens; what `cpu::matmul` uses) exist for the same
+//! types and ISAs: `avx512_tile.rs` (VNNI, 512-bit, two 32-element blocks per register, with
+//! a packed activation layout; 4–7x the single-row kernel per dot), the K-quant bodies of
+//! `avx512.rs`, and `avx2_tile.rs`. Every element of a `DotRowsFn` or tile is bit-identical
+//! to the `DotFn` of the same type and ISA (`tests.rs`, `tests_tile.rs`), so results do not
+//! depend on batching. `activation_avx512.rs` quantizes activations (Q8_0 / Q8_1 / Q8_K) to
+//! the same bytes as the scalar `activation.rs`.
+//!
 //! Integer block sums are exact in every kernel; kernels differ from the scalar reference
 //! only in the order of f32 accumulation (tests: `tests.rs`, tolerance `REL_ISA`).
 //! Activations must come from `activation::quantize` (Q8 values in [-127, 127]; the sign

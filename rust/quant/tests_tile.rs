@@ -89,7 +89,7 @@ fn tiles_equal_single_row_dots_bit_for_bit() {
             if n % ty.block_size() != 0 {
                 continue;
             }
-            for (rows, cols) in [(1, 1), (5, 1), (9, 1), (2, 2), (3, 7), (4, 8), (5, 9), (2, 16), (7, 17)] {
+            for (rows, cols) in [(1, 1), (5, 1), (9, 1), (2, 2), (3, 7), (4, 8), (5, 9), (2, 16), (7, 17), (4, 31)] {
                 let pad = if (rows + cols) % 2 == 0 { 0 } else { 40 };
                 let (w, w_stride) = weights(ty, n, rows, pad, &mut rng, Fill::Random);
                 for (name, k, dot) in &kernels {
@@ -238,7 +238,9 @@ fn tile_shapes() {
         return;
     }
     let mut rng = Rng(6);
-    for (ty, n, rows) in [(GgmlType::Q5_0, 640, 2048), (GgmlType::Q8_0, 640, 1024)] {
+    let big = std::env::var("TILE_N").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(640);
+    for (ty, n, rows) in [(GgmlType::Q5_0, big, 2048), (GgmlType::Q8_0, big, 1024), (GgmlType::Q4_K, 2048, 640), (GgmlType::Q6_K, 2048, 640)] {
+        let kq = ty.block_size() == 256;
         let (w, ws) = weights(ty, n, rows, 0, &mut rng, Fill::Random);
         let k = tile_kernel_for(ty, Isa::Avx512).unwrap_or(k);
         let cols = 48;
@@ -249,11 +251,12 @@ fn tile_shapes() {
         let a = &buf[off..off + a0.len()];
         let mut out = vec![0f32; rows * cols];
         let only = std::env::var("TILE_SHAPE").ok();
-        for (name, q5, q8) in super::avx512_tile::shapes() {
+        let shapes = if kq { super::avx512::k_shapes() } else { super::avx512_tile::shapes() };
+        for (name, q5, q8) in shapes {
             if only.as_deref().is_some_and(|o| o != name) {
                 continue;
             }
-            let run = if ty == GgmlType::Q5_0 { q5 } else { q8 };
+            let run = if ty == GgmlType::Q5_0 || ty == GgmlType::Q4_K { q5 } else { q8 };
             let mut best = f64::MAX;
             for _ in 0..if only.is_some() { 3000 } else { 15 } {
                 let t = cpu_now();

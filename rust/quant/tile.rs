@@ -10,9 +10,9 @@
 //!
 //! | ISA        | kernels (file)                                                   | register tile (rows × tokens) |
 //! |------------|------------------------------------------------------------------|------------------|
-//! | avx512vnni | Q8_0, Q5_0, Q4_0, IQ4_NL, Q4_1, Q5_1: 512-bit, two blocks per register, packed activations (`avx512_tile.rs`) | 2 × 8, decode 4 × 1 |
+//! | avx512vnni | Q8_0, Q5_0, Q4_0, IQ4_NL, Q4_1, Q5_1: 512-bit, two blocks per register, packed activations (`avx512_tile.rs`) | 1 × 16 (rows ≤ 1024 elements), 3 × 6; decode 4 × 1 |
 //! | avx512     | Q4_K, Q6_K: the 512-bit bodies of `avx512.rs` (plain or VNNI)    | 1 × 8, decode 4 × 1 |
-//! | avx2       | the 32-element types (`avx2_q.rs`), Q4_K, Q6_K (`avx2_k.rs`)      | 2 × 2 / 1 × 4, decode 4 × 1 |
+//! | avx2       | the 32-element types (`avx2_q.rs`), Q4_K, Q6_K (`avx2_k.rs`)      | 1 × 4, decode 4 × 1 |
 //!
 //! AVX-512 machines without VNNI use the AVX2 tiles for the 32-element types (as their `DotFn`
 //! does). Other types and ISAs have no tile kernel (`tile_kernel` is `None`): loop over the
@@ -189,7 +189,8 @@ unsafe fn rows_loop<K: Tile, const RW: usize, const C: usize>(
 }
 
 /// The body of every `TileFn`: `RW` × `C` register tiles, `RG` rows at a time for single
-/// tokens, fewer tokens (same rows) for the last columns.
+/// tokens, fewer tokens (same rows) for the last columns (`RW` × 8 tiles need `RW` × 8
+/// accumulators: keep `RW` ≤ 2 when `C` > 8).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub(super) fn drive<K: Tile, const RW: usize, const C: usize, const RG: usize>(
@@ -225,8 +226,12 @@ pub(super) fn drive<K: Tile, const RW: usize, const C: usize, const RG: usize>(
             rows_loop::<K, RW, C>(&g, wp, rows, ap, t0, out, false);
             t0 += C;
         }
+        // the last columns: eights, then one narrower tile
+        while cols - t0 >= 8 {
+            rows_loop::<K, RW, 8>(&g, wp, rows, ap, t0, out, false);
+            t0 += 8;
+        }
         match cols - t0 {
-            0 => {}
             1 => rows_loop::<K, RW, 1>(&g, wp, rows, ap, t0, out, false),
             2 => rows_loop::<K, RW, 2>(&g, wp, rows, ap, t0, out, false),
             3 => rows_loop::<K, RW, 3>(&g, wp, rows, ap, t0, out, false),
@@ -234,16 +239,7 @@ pub(super) fn drive<K: Tile, const RW: usize, const C: usize, const RG: usize>(
             5 => rows_loop::<K, RW, 5>(&g, wp, rows, ap, t0, out, false),
             6 => rows_loop::<K, RW, 6>(&g, wp, rows, ap, t0, out, false),
             7 => rows_loop::<K, RW, 7>(&g, wp, rows, ap, t0, out, false),
-            _ => {
-                // only reachable with C > 8: eights, then the rest one token at a time
-                while t0 + 8 <= cols {
-                    rows_loop::<K, RW, 8>(&g, wp, rows, ap, t0, out, false);
-                    t0 += 8;
-                }
-                for t in t0..cols {
-                    rows_loop::<K, RW, 1>(&g, wp, rows, ap, t, out, false);
-                }
-            }
+            _ => {}
         }
     }
 }
