@@ -77,7 +77,7 @@ pub fn q8_1(x: &[f32], out: &mut [u8]) {
         let mut sum = 0i32;
         for (q, &v) in ob[4..].iter_mut().zip(xb) {
             let r = rint(v * id) as i32;
-            sum = sum.wrapping_add(r); // saturated lanes (non-finite input) wrap as in the vector path
+            sum = sum.wrapping_add(r); // non-finite or subnormal-max blocks saturate r; never overflow-panic
             *q = r as i8 as u8;
         }
         ob[0..2].copy_from_slice(&f32_to_f16(d).to_le_bytes());
