@@ -1,7 +1,7 @@
 //! Quantization of f32 activations into the formats weights are dotted against.
 //! Matches ggml-cpu's x86 paths (AVX2): Q8_0 uses id = 127/amax and round-half-even.
 //! The scalar functions here are the reference; `activation_avx512.rs` vectorizes them.
-use super::f16::{f16_to_f32, f32_to_bf16, f32_to_f16};
+use super::f16::{f32_to_bf16, f32_to_f16};
 use super::GgmlType;
 
 /// Round half to even, as `_mm256_round_ps(_MM_ROUND_NEAREST)` and ggml's `nearest_int`.
@@ -114,12 +114,6 @@ pub fn q8_k(x: &[f32], out: &mut [u8]) {
             ob[260 + 2 * j..262 + 2 * j].copy_from_slice(&s.to_le_bytes());
         }
     }
-}
-
-/// Read the f16 scale of a Q8_0/Q8_1 block.
-#[inline]
-pub fn q8_scale(b: &[u8]) -> f32 {
-    f16_to_f32(u16::from_le_bytes([b[0], b[1]]))
 }
 
 #[cfg(test)]

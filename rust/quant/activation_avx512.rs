@@ -71,20 +71,24 @@ unsafe fn round32(x: *const f32, id: f32) -> (__m256i, __m512i, __m512i) {
     (b, i0, i1)
 }
 
-/// One Q8_0 block; `false` (nothing written) when the block is not all finite.
+/// d = amax/127 and id = 127/amax of a 32-value block, or None when the block is not all
+/// finite or its maximum is subnormal (127/amax overflows; the casts of ±inf differ).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn q8_0_block(x: *const f32, out: *mut u8) -> bool {
+unsafe fn block_scale(x: *const f32) -> Option<(f32, f32)> {
     let (a0, bad0) = abs_finite(_mm512_loadu_ps(x));
     let (a1, bad1) = abs_finite(_mm512_loadu_ps(x.add(16)));
     if bad0 || bad1 {
-        return false;
+        return None;
     }
     let amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-    let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    if !id.is_finite() {
-        return false; // subnormal maximum: 127/amax overflows (the casts of ±inf differ)
-    }
+    id.is_finite().then_some((amax / 127.0, id))
+}
+
+/// One Q8_0 block; `false` (nothing written) when the block is not all finite.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn q8_0_block(x: *const f32, out: *mut u8) -> bool {
+    let Some((d, id)) = block_scale(x) else { return false };
     out.cast::<[u8; 2]>().write_unaligned(f32_to_f16(d).to_le_bytes());
     let (b, _, _) = round32(x, id);
     _mm256_storeu_si256(out.add(2) as *mut __m256i, b);
@@ -94,17 +98,7 @@ unsafe fn q8_0_block(x: *const f32, out: *mut u8) -> bool {
 /// One Q8_1 block (`s = d · Σq`); `false` when the block is not all finite.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn q8_1_block(x: *const f32, out: *mut u8) -> bool {
-    let (a0, bad0) = abs_finite(_mm512_loadu_ps(x));
-    let (a1, bad1) = abs_finite(_mm512_loadu_ps(x.add(16)));
-    if bad0 || bad1 {
-        return false;
-    }
-    let amax = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-    let d = amax / 127.0;
-    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
-    if !id.is_finite() {
-        return false;
-    }
+    let Some((d, id)) = block_scale(x) else { return false };
     let (b, i0, i1) = round32(x, id);
     let sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
     out.cast::<[u8; 2]>().write_unaligned(f32_to_f16(d).to_le_bytes());
