@@ -26,6 +26,10 @@ pub enum Error {
     ContextOverflow { n_tokens: usize, n_ctx: usize },
     /// The caller interrupted the work (Ctrl-C or cancel).
     Cancelled,
+    /// The resource is busy right now (a slot processing a request); retry later.
+    Unavailable(String),
+    /// The feature is switched off or not built in.
+    NotSupported(String),
 }
 
 impl fmt::Display for Error {
@@ -56,7 +60,7 @@ impl fmt::Display for Error {
                 write!(f, "{}: tensor '{}': {}", path.display(), tensor, what)
             }
             Error::Tokenizer(m) => write!(f, "tokenizer: {}", m),
-            Error::InvalidRequest(m) => write!(f, "{}", m),
+            Error::InvalidRequest(m) | Error::Unavailable(m) | Error::NotSupported(m) => write!(f, "{}", m),
             Error::ContextOverflow { n_tokens, n_ctx } => write!(
                 f,
                 "the request needs {} tokens but the context holds {}; shorten the prompt or raise n_ctx",

@@ -1,5 +1,6 @@
 """llamars: fast local LLM inference (GGUF, quantized SIMD kernels) with a Rust core."""
 from ._core import __version__
+from .async_engine import AsyncEngine, AsyncStream
 from .engine import Chunk, Engine, GenerationResult, Stream, Timings
 from .errors import (
     CancelledError,
@@ -7,13 +8,17 @@ from .errors import (
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
+    NotSupportedError,
     TokenizerError,
+    UnavailableError,
 )
 from ._inspect import inspect
 
 __all__ = [
     "__version__",
     "Engine",
+    "AsyncEngine",
+    "AsyncStream",
     "Stream",
     "Chunk",
     "GenerationResult",
@@ -25,4 +30,6 @@ __all__ = [
     "InvalidRequestError",
     "ContextOverflowError",
     "CancelledError",
+    "UnavailableError",
+    "NotSupportedError",
 ]

@@ -1,4 +1,5 @@
-"""`Engine`: load a GGUF model and run it in-process (tokenize, logits, generate, stream)."""
+"""`Engine`: load a GGUF model and run it in-process (tokenize, logits, generate, stream),
+with a batching loop serving many callers at once."""
 from __future__ import annotations
 
 import os
@@ -50,6 +51,9 @@ class GenerationResult:
     seed: int
     timings: Timings
     probs: list = field(default_factory=list)
+    tokens_cached: int = 0
+    tokens_evaluated: int = 0
+    id_slot: int = 0
 
     @property
     def n_prompt_tokens(self) -> int:
@@ -63,11 +67,13 @@ class GenerationResult:
 class Stream:
     """Iterator over `Chunk`s of one generation. `result` holds the summary once done.
 
-    Breaking out of the loop (or dropping the stream) ends the generation and frees it.
+    Breaking out of the loop, calling `close()` or dropping the stream cancels the
+    generation and frees its slot.
     """
 
-    def __init__(self, gen: "_core.Generation") -> None:
-        self._gen = gen
+    def __init__(self, req: "_core.Request") -> None:
+        self._req: Optional["_core.Request"] = req
+        self.id: int = req.id
         self._probs: list = []
         self.result: Optional[GenerationResult] = None
 
@@ -75,44 +81,63 @@ class Stream:
         return self
 
     def __next__(self) -> Chunk:
-        if self._gen is None:
-            raise StopIteration
-        ev = self._gen.step()
-        if ev is None:
-            self._finish()
-            raise StopIteration
-        token, text, logprob, top = ev
-        if logprob is not None and token is not None:
-            self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
-        return Chunk(text=text, token=token, logprob=logprob, top_logprobs=top)
-
-    def _finish(self) -> None:
-        g = self._gen
-        t = g.timings
-        self.result = GenerationResult(
-            text=g.text,
-            tokens=g.tokens,
-            stop_reason=g.stop_reason or "limit",
-            stopping_word=g.stopping_word,
-            truncated=g.truncated,
-            prompt_tokens=g.prompt_tokens,
-            seed=g.seed,
-            timings=Timings(t["prompt_n"], t["prompt_ms"], t["predicted_n"], t["predicted_ms"]),
-            probs=self._probs,
-        )
-        self._gen = None
+        while True:
+            if self._req is None:
+                raise StopIteration
+            ev = self._req.next()
+            if ev is None:
+                self._req = None
+                raise StopIteration
+            kind, payload = ev
+            if kind == "done":
+                self.result = _result(payload, self._probs)
+                self._req = None
+                raise StopIteration
+            token, text, logprob, top = payload
+            if logprob is not None and token is not None:
+                self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
+            return Chunk(text=text, token=token, logprob=logprob, top_logprobs=top)
 
     def close(self) -> None:
-        """Stop generating now; the partial result stays available."""
-        if self._gen is not None:
-            self._finish()
+        """Stop generating now (the slot is freed); `result` stays None."""
+        if self._req is not None:
+            self._req.cancel()
+            self._req = None
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _result(d: dict, probs: list) -> GenerationResult:
+    t = d["timings"]
+    return GenerationResult(
+        text=d["text"],
+        tokens=d["tokens"],
+        stop_reason=d["stop_reason"],
+        stopping_word=d["stopping_word"],
+        truncated=d["truncated"],
+        prompt_tokens=d["prompt_tokens"],
+        seed=d["seed"],
+        timings=Timings(t["prompt_n"], t["prompt_ms"], t["predicted_n"], t["predicted_ms"]),
+        probs=probs,
+        tokens_cached=d["tokens_cached"],
+        tokens_evaluated=d["tokens_evaluated"],
+        id_slot=d["id_slot"],
+    )
 
 
 class Engine:
-    """A loaded GGUF model.
+    """A loaded GGUF model served by a batching loop on its own thread.
 
-    >>> eng = Engine("model.gguf", n_ctx=2048)
+    >>> eng = Engine("model.gguf", n_ctx=2048, n_parallel=4)
     >>> eng.generate("The capital of France is", max_tokens=8, temperature=0.0).text
+
+    `generate` and `stream` may be called from many threads at once: up to
+    `n_parallel` requests run together (continuous batching), the rest wait their turn.
+    Each slot gets n_ctx / n_parallel positions of context.
     """
 
     def __init__(
@@ -122,15 +147,44 @@ class Engine:
         n_ctx: int = 4096,
         n_threads: Optional[int] = None,
         n_batch: int = 512,
+        n_ubatch: int = 512,
+        n_parallel: int = 1,
+        slot_prompt_similarity: float = 0.1,
+        cache_reuse: int = 0,
+        cache_ram: int = 0,
+        context_shift: bool = False,
+        slot_save_path: Union[str, os.PathLike, None] = None,
+        swa_full: bool = False,
     ) -> None:
         if n_ctx < 0:
             raise InvalidRequestError(f"n_ctx must be >= 0 (0 = the model's training context), got {n_ctx}")
         if n_batch < 1:
             raise InvalidRequestError(f"n_batch must be >= 1, got {n_batch}")
+        if n_ubatch < 1:
+            raise InvalidRequestError(f"n_ubatch must be >= 1, got {n_ubatch}")
+        if n_parallel < 1:
+            raise InvalidRequestError(f"n_parallel must be >= 1, got {n_parallel}")
         if n_threads is not None and n_threads < 1:
             raise InvalidRequestError(f"n_threads must be >= 1, got {n_threads}")
+        if cache_reuse < 0:
+            raise InvalidRequestError(f"cache_reuse must be >= 0, got {cache_reuse}")
+        if cache_ram < -1:
+            raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
         self.model_path = os.fspath(model)
-        self._core = _core.Engine(self.model_path, n_ctx, n_threads, n_batch)
+        self._core = _core.Engine(
+            self.model_path,
+            n_ctx,
+            n_threads,
+            n_batch,
+            n_ubatch,
+            n_parallel,
+            float(slot_prompt_similarity),
+            cache_reuse,
+            cache_ram,
+            bool(context_shift),
+            os.fspath(slot_save_path) if slot_save_path is not None else None,
+            bool(swa_full),
+        )
         self.info = self._core.info()
 
     # ---------------------------------------------------------------- facts
@@ -143,12 +197,23 @@ class Engine:
         return self.info["n_ctx"]
 
     @property
+    def n_parallel(self) -> int:
+        return self.info["n_parallel"]
+
+    @property
+    def n_ctx_slot(self) -> int:
+        return self.info["n_ctx_slot"]
+
+    @property
     def arch(self) -> str:
         return self.info["arch"]
 
     def __repr__(self) -> str:
         i = self.info
-        return f"Engine({os.path.basename(i['path'])!r}, arch={i['arch']}, n_params={i['n_params']:,}, n_ctx={i['n_ctx']})"
+        return (
+            f"Engine({os.path.basename(i['path'])!r}, arch={i['arch']}, n_params={i['n_params']:,}, "
+            f"n_ctx={i['n_ctx']}, n_parallel={i['n_parallel']})"
+        )
 
     # ---------------------------------------------------------------- tokens
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list:
@@ -176,40 +241,44 @@ class Engine:
             raise InvalidRequestError("prompt must be a str or a list of token ids (ints)")
         return [int(t) for t in ids]
 
-    def stream(
-        self,
-        prompt: Prompt,
-        *,
-        max_tokens: Optional[int] = 16,
-        stop: Union[str, Sequence[str], None] = None,
-        temperature: float = 0.8,
-        top_k: int = 40,
-        top_p: float = 0.95,
-        min_p: float = 0.05,
-        seed: Optional[int] = None,
-        ignore_eos: bool = False,
-        n_probs: int = 0,
-    ) -> Stream:
+    def _args(self, prompt: Prompt, kw: dict) -> tuple:
+        unknown = set(kw) - _GEN_DEFAULTS.keys()
+        if unknown:
+            raise InvalidRequestError(f"unknown generation parameter(s): {', '.join(sorted(unknown))}")
+        p = {**_GEN_DEFAULTS, **kw}
+        stop = p["stop"]
+        if isinstance(stop, str):
+            stop = [stop]
+        return (
+            self._prompt_ids(prompt),
+            p["max_tokens"],
+            list(stop or []),
+            float(p["temperature"]),
+            int(p["top_k"]),
+            float(p["top_p"]),
+            float(p["min_p"]),
+            p["seed"],
+            bool(p["ignore_eos"]),
+            int(p["n_probs"]),
+            bool(p["cache_prompt"]),
+            p["id_slot"],
+            int(p["n_keep"]),
+            int(p["n_discard"]),
+            bool(p["truncate"]),
+        )
+
+    def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
 
         A str prompt is tokenized with BOS (when the model asks for it) and special
         tokens parsed; a list of ids is used as given. temperature <= 0 is greedy.
+        Parameters (defaults as llama.cpp): max_tokens=16 (None or -1: until the context
+        is full), stop, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed,
+        ignore_eos, n_probs, cache_prompt=True, id_slot, n_keep=0 (-1: whole prompt),
+        n_discard=0 (0: half), truncate=False (cut an over-long prompt instead of
+        raising ContextOverflowError).
         """
-        if isinstance(stop, str):
-            stop = [stop]
-        gen = self._core.generate(
-            self._prompt_ids(prompt),
-            max_tokens,
-            list(stop or []),
-            float(temperature),
-            int(top_k),
-            float(top_p),
-            float(min_p),
-            seed,
-            bool(ignore_eos),
-            int(n_probs),
-        )
-        return Stream(gen)
+        return Stream(self._core.submit(*self._args(prompt, kwargs)))
 
     def generate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; same parameters as `stream`."""
@@ -218,3 +287,56 @@ class Engine:
             pass
         assert s.result is not None
         return s.result
+
+    def cancel(self, request_id: int) -> None:
+        """Stop a queued or running request by id (`Stream.id`); other requests go on."""
+        self._core.cancel(int(request_id))
+
+    # ---------------------------------------------------------------- slots
+    def slots(self) -> list:
+        """Per-slot state: id, n_ctx, is_processing, id_task, n_cached, n_prompt_tokens, n_decoded, n_remain."""
+        return self._core.slots()
+
+    def metrics(self) -> dict:
+        """Counters since start: prompt/predicted tokens and seconds, decodes, busy slots, KV usage, deferred requests."""
+        return self._core.metrics()
+
+    def slot_save(self, id_slot: int, filename: str) -> dict:
+        """Write slot `id_slot`'s tokens and KV cache to `slot_save_path/filename`."""
+        return self._core.slot_action(id_slot, "save", filename)
+
+    def slot_restore(self, id_slot: int, filename: str) -> dict:
+        """Load a saved slot file into slot `id_slot` (refused if made by another model)."""
+        return self._core.slot_action(id_slot, "restore", filename)
+
+    def slot_erase(self, id_slot: int) -> dict:
+        """Forget what slot `id_slot` holds."""
+        return self._core.slot_action(id_slot, "erase", None)
+
+    def close(self) -> None:
+        """Stop the engine loop; pending requests end with CancelledError."""
+        self._core.shutdown()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_GEN_DEFAULTS = {
+    "max_tokens": 16,
+    "stop": None,
+    "temperature": 0.8,
+    "top_k": 40,
+    "top_p": 0.95,
+    "min_p": 0.05,
+    "seed": None,
+    "ignore_eos": False,
+    "n_probs": 0,
+    "cache_prompt": True,
+    "id_slot": None,
+    "n_keep": 0,
+    "n_discard": 0,
+    "truncate": False,
+}

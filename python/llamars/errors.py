@@ -5,7 +5,9 @@ from ._core import (
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
+    NotSupportedError,
     TokenizerError,
+    UnavailableError,
 )
 
 __all__ = [
@@ -15,4 +17,6 @@ __all__ = [
     "InvalidRequestError",
     "ContextOverflowError",
     "CancelledError",
+    "UnavailableError",
+    "NotSupportedError",
 ]

@@ -27,19 +27,29 @@ struct SendPtr(*mut f32);
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
 
-/// q: [n_tokens, n_head*head_dim]; k: cache rows [pos, n_head_kv*head_dim] (f16);
-/// v: cache rows [pos, n_head_kv*v_head_dim] (f16); positions[t] = absolute position of
-/// query t, whose keys 0..=positions[t] are in the cache; out: [n_tokens, n_head*v_head_dim].
+/// Where one query token's keys live: its sequence's slot and its absolute position.
+#[derive(Clone, Copy, Debug)]
+pub struct QueryPos {
+    pub slot: usize,
+    pub pos: usize,
+}
+
+/// q: [n_tokens, n_head*head_dim]; k, v: cache rows (f16) [n_slots*cap, n_head_kv*head_dim]
+/// where key position j of slot s sits in row s*cap + j % cap (cap = slot size for full
+/// layers, the ring size for sliding-window ones); query t sees its slot's keys up to
+/// queries[t].pos; out: [n_tokens, n_head*v_head_dim].
+#[allow(clippy::too_many_arguments)]
 pub fn attention(
     pool: &ThreadPool,
     s: &AttnShape,
     q: &[f32],
     k: &[u16],
     v: &[u16],
-    positions: &[usize],
+    cap: usize,
+    queries: &[QueryPos],
     out: &mut [f32],
 ) {
-    let n_tokens = positions.len();
+    let n_tokens = queries.len();
     let (hd, vd) = (s.head_dim, s.v_head_dim);
     let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
     let group = s.n_head / s.n_head_kv;
@@ -47,7 +57,8 @@ pub fn attention(
     pool.run(n_tokens * s.n_head_kv, |task| {
         let optr = optr;
         let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
-        let pos = positions[t];
+        let QueryPos { slot, pos } = queries[t];
+        let row = |j: usize| slot * cap + j % cap;
         let start = match s.window {
             Some(w) if w > 0 => (pos + 1).saturating_sub(w),
             _ => 0,
@@ -59,7 +70,7 @@ pub fn attention(
         // scores [group, n_keys]
         let mut scores = vec![0f32; group * n_keys];
         for (idx, j) in (start..=pos).enumerate() {
-            let kj = &k[j * kdim + g * hd..][..hd];
+            let kj = &k[row(j) * kdim + g * hd..][..hd];
             for hh in 0..group {
                 let mut x = dot_f16(&qh[hh * hd..(hh + 1) * hd], kj) * s.scale;
                 if s.softcap > 0.0 {
@@ -77,7 +88,7 @@ pub fn attention(
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
         o.fill(0.0);
         for (idx, j) in (start..=pos).enumerate() {
-            let vj = &v[j * vdim + g * vd..][..vd];
+            let vj = &v[row(j) * vdim + g * vd..][..vd];
             for hh in 0..group {
                 let p = scores[hh * n_keys + idx];
                 if p != 0.0 {

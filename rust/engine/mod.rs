@@ -1,15 +1,26 @@
 //! The engine: a loaded model, its tokenizer and the CPU pool, plus sessions
 //! (a KV cache and activations) that generations run in.
-mod generate;
+mod batch_loop;
+mod decode;
+pub mod metrics;
+mod prompt_cache;
+pub mod request;
+pub mod scheduler;
+pub mod slot;
+mod slot_io;
 mod stop;
 
-pub use generate::{GenParams, Generation, StopReason, TokenEvent, Timings};
+pub use decode::{Decoder, GenParams, StopReason, Timings, TokenEvent};
+pub use metrics::{Metrics, Snapshot};
+pub use request::{Event, Final, Hub, RequestParams, Sink};
+pub use scheduler::{SchedConfig, Scheduler, SlotAction, SlotActionResult};
+pub use slot::SlotInfo;
 
 use crate::cpu::{pool::default_threads, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
-use crate::kv_cache::KvCache;
-use crate::model::{LogitRows, Model, State};
+use crate::kv_cache::{KvStore, SeqCells};
+use crate::model::{LogitRows, Model, Span, State};
 use crate::tokenizer::Tokenizer;
 use std::path::Path;
 use std::sync::Arc;
@@ -37,9 +48,11 @@ pub struct Engine {
     pub config: EngineConfig,
 }
 
-/// A KV cache plus activations: where one sequence is evaluated.
+/// A private single-sequence KV cache plus activations, outside the scheduler
+/// (`Engine::logits`, tests). Full-size on every layer.
 pub struct Session {
-    pub kv: KvCache,
+    pub kv: KvStore,
+    pub cells: SeqCells,
     pub state: State,
 }
 
@@ -69,8 +82,11 @@ impl Engine {
 
     pub fn new_session(&self) -> Result<Session> {
         let c = &self.model.config;
+        let n_ctx = self.config.n_ctx;
+        let caps = self.model.kv_caps(n_ctx, self.config.n_batch, true);
         Ok(Session {
-            kv: KvCache::new(c.n_layer, self.config.n_ctx, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
+            kv: KvStore::new(1, n_ctx, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
+            cells: SeqCells::new(None),
             state: State::default(),
         })
     }
@@ -78,8 +94,9 @@ impl Engine {
     /// Evaluate `tokens` after what the session holds, in `n_batch` chunks.
     /// Returns the logits of the last token, or of every token with `LogitRows::All`.
     pub fn eval(&self, s: &mut Session, tokens: &[u32], rows: LogitRows, out: &mut Vec<f32>) -> Result<()> {
-        if s.kv.n_past + tokens.len() > s.kv.n_ctx {
-            return Err(Error::ContextOverflow { n_tokens: s.kv.n_past + tokens.len(), n_ctx: s.kv.n_ctx });
+        let n_past = s.cells.n_past();
+        if n_past + tokens.len() > s.kv.slot_ctx {
+            return Err(Error::ContextOverflow { n_tokens: n_past + tokens.len(), n_ctx: s.kv.slot_ctx });
         }
         out.clear();
         let chunks: Vec<&[u32]> = tokens.chunks(self.config.n_batch).collect();
@@ -90,10 +107,10 @@ impl Engine {
                 LogitRows::Last if last => LogitRows::Last,
                 _ => LogitRows::None,
             };
-            let pos0 = s.kv.n_past;
-            let logits = self.model.forward(&self.pool, &mut s.state, &mut s.kv, chunk, pos0, r)?;
+            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: r };
+            let logits = self.model.forward(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
             out.extend_from_slice(logits);
-            s.kv.n_past += chunk.len();
+            s.cells.push(chunk);
         }
         Ok(())
     }

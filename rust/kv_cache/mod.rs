@@ -1,31 +1,47 @@
-//! KV cache tensor storage: per layer, K and V rows in f16 indexed by cell.
-//! This first form holds one sequence whose cell i is position i.
+//! KV cache: tensor storage (`KvStore`, f16 rows per layer and slot) apart from the
+//! bookkeeping of which tokens each slot's sequence holds (`cells::SeqCells`).
+//!
+//! Layout: every slot owns `slot_ctx` positions. A full-attention layer keeps one row
+//! per position (row = pos); a sliding-window layer keeps a ring of
+//! `cap = min(slot_ctx, window + n_ubatch - 1)` rows (row = pos % cap), enough for the
+//! keys the newest `n_ubatch` queries can see — llama.cpp's non-`--swa-full` SWA cache.
+pub mod cells;
+pub mod persist;
+
+pub use cells::SeqCells;
+
 use crate::error::{Error, Result};
 use crate::quant::f16::f32_to_f16;
 
 pub struct LayerKv {
+    /// [n_slots * cap, k_dim] f16
     pub k: Vec<u16>,
+    /// [n_slots * cap, v_dim] f16
     pub v: Vec<u16>,
+    /// Rows per slot: slot_ctx for full layers, the ring size for sliding-window layers.
+    pub cap: usize,
 }
 
-pub struct KvCache {
-    pub n_ctx: usize,
+pub struct KvStore {
+    pub n_slots: usize,
+    /// Positions each slot can hold.
+    pub slot_ctx: usize,
     pub k_dim: usize,
     pub v_dim: usize,
     pub layers: Vec<LayerKv>,
-    /// Positions 0..n_past are filled.
-    pub n_past: usize,
 }
 
-impl KvCache {
-    pub fn new(n_layer: usize, n_ctx: usize, k_dim: usize, v_dim: usize) -> Result<KvCache> {
-        let elems = (n_ctx as u128) * ((k_dim + v_dim) as u128);
-        let bytes = n_layer as u128 * elems * 2;
+impl KvStore {
+    /// `caps[l]` rows per slot for layer l (each <= slot_ctx).
+    pub fn new(n_slots: usize, slot_ctx: usize, caps: &[usize], k_dim: usize, v_dim: usize) -> Result<KvStore> {
+        let rows: u128 = caps.iter().map(|&c| c as u128).sum::<u128>() * n_slots as u128;
+        let bytes = rows * ((k_dim + v_dim) as u128) * 2;
         let too_big = || {
             Error::InvalidRequest(format!(
-                "n_ctx = {n_ctx} needs a {:.1} GiB KV cache but {} is available; lower n_ctx",
+                "a context of {} tokens x {n_slots} slot(s) needs a {:.2} GiB KV cache but {} is available; lower n_ctx or n_parallel",
+                slot_ctx,
                 bytes as f64 / (1u64 << 30) as f64,
-                available_memory().map(|a| format!("{:.1} GiB", a as f64 / (1u64 << 30) as f64)).unwrap_or("less".into())
+                available_memory().map(|a| format!("{:.2} GiB", a as f64 / (1u64 << 30) as f64)).unwrap_or("less".into())
             ))
         };
         if bytes > (1u128 << 40) || available_memory().is_some_and(|avail| bytes > avail as u128) {
@@ -37,28 +53,56 @@ impl KvCache {
             v.resize(n, 0);
             Ok(v)
         };
-        let mut layers = Vec::with_capacity(n_layer);
-        for _ in 0..n_layer {
-            layers.push(LayerKv { k: alloc(n_ctx * k_dim)?, v: alloc(n_ctx * v_dim)? });
+        let mut layers = Vec::with_capacity(caps.len());
+        for &cap in caps {
+            let cap = cap.clamp(1, slot_ctx.max(1));
+            layers.push(LayerKv { k: alloc(n_slots * cap * k_dim)?, v: alloc(n_slots * cap * v_dim)?, cap });
         }
-        Ok(KvCache { n_ctx, k_dim, v_dim, layers, n_past: 0 })
+        Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, layers })
     }
 
-    pub fn clear(&mut self) {
-        self.n_past = 0;
+    /// Bytes held by the tensors.
+    pub fn bytes(&self) -> usize {
+        self.layers.iter().map(|l| (l.k.len() + l.v.len()) * 2).sum()
     }
 
-    /// Store K and V rows for `n` consecutive positions starting at `pos0`.
-    pub fn store(&mut self, il: usize, pos0: usize, k: &[f32], v: &[f32], n: usize) {
-        let l = &mut self.layers[il];
+    /// Row of (slot, pos) in layer `il`.
+    #[inline]
+    pub fn row(&self, il: usize, slot: usize, pos: usize) -> usize {
+        let cap = self.layers[il].cap;
+        slot * cap + pos % cap
+    }
+
+    /// Whether layer `il` keeps every position (not a ring).
+    pub fn is_full(&self, il: usize) -> bool {
+        self.layers[il].cap >= self.slot_ctx
+    }
+
+    /// Store K and V rows ([n, k_dim], [n, v_dim]) of `n` consecutive positions of `slot`.
+    pub fn store(&mut self, il: usize, slot: usize, pos0: usize, k: &[f32], v: &[f32], n: usize) {
+        let (kd, vd) = (self.k_dim, self.v_dim);
         for t in 0..n {
-            let kd = &mut l.k[(pos0 + t) * self.k_dim..][..self.k_dim];
-            for (d, &x) in kd.iter_mut().zip(&k[t * self.k_dim..(t + 1) * self.k_dim]) {
+            let r = self.row(il, slot, pos0 + t);
+            let l = &mut self.layers[il];
+            for (d, &x) in l.k[r * kd..(r + 1) * kd].iter_mut().zip(&k[t * kd..(t + 1) * kd]) {
                 *d = f32_to_f16(x);
             }
-            let vd = &mut l.v[(pos0 + t) * self.v_dim..][..self.v_dim];
-            for (d, &x) in vd.iter_mut().zip(&v[t * self.v_dim..(t + 1) * self.v_dim]) {
+            for (d, &x) in l.v[r * vd..(r + 1) * vd].iter_mut().zip(&v[t * vd..(t + 1) * vd]) {
                 *d = f32_to_f16(x);
+            }
+        }
+    }
+
+    /// Copy the rows of positions [from, to) of `src_slot` to the same positions in `dst_slot`.
+    pub fn copy_slot(&mut self, src_slot: usize, dst_slot: usize, from: usize, to: usize) {
+        let (kd, vd) = (self.k_dim, self.v_dim);
+        for il in 0..self.layers.len() {
+            let cap = self.layers[il].cap;
+            for p in from.max(to.saturating_sub(cap))..to {
+                let (rs, rd) = (self.row(il, src_slot, p), self.row(il, dst_slot, p));
+                let l = &mut self.layers[il];
+                l.k.copy_within(rs * kd..(rs + 1) * kd, rd * kd);
+                l.v.copy_within(rs * vd..(rs + 1) * vd, rd * vd);
             }
         }
     }

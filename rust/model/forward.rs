@@ -2,17 +2,26 @@
 //! in `Config` and optional tensors in `Layer` (biases, QK-norm, post-norms, fused
 //! projections). Shapes are noted as [rows, cols] row-major, one row per token.
 use super::{Activation, Layer, Model};
-use crate::cpu::attention::{attention, AttnShape};
+use crate::cpu::attention::{attention, AttnShape, QueryPos};
 use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu};
 use crate::cpu::{matmul, Scratch, ThreadPool};
 use crate::error::{Error, Result};
-use crate::kv_cache::KvCache;
+use crate::kv_cache::KvStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogitRows {
     None,
     Last,
     All,
+}
+
+/// One sequence's share of a batch: `n` consecutive tokens of `slot` from position `pos0`.
+#[derive(Debug, Clone, Copy)]
+pub struct Span {
+    pub slot: usize,
+    pub pos0: usize,
+    pub n: usize,
+    pub logits: LogitRows,
 }
 
 /// Preallocated activations for up to `cap` tokens; grows only when a larger batch arrives.
@@ -29,7 +38,8 @@ pub struct State {
     o: Vec<f32>,
     gate: Vec<f32>,
     up: Vec<f32>,
-    positions: Vec<usize>,
+    queries: Vec<QueryPos>,
+    sel: Vec<usize>,
     cos: Vec<f32>,
     sin: Vec<f32>,
     pub logits: Vec<f32>,
@@ -59,32 +69,51 @@ impl State {
 }
 
 impl Model {
-    /// Run `tokens` at positions pos0.. through the model, writing K/V into `kv`.
-    /// Returns logits [rows, n_vocab] for the requested rows (in `state.logits`).
-    pub fn forward<'s>(
-        &self,
-        pool: &ThreadPool,
-        st: &'s mut State,
-        kv: &mut KvCache,
-        tokens: &[u32],
-        pos0: usize,
-        rows: LogitRows,
-    ) -> Result<&'s [f32]> {
+    /// Run a batch through the model: `tokens` is the concatenation of the spans' tokens
+    /// (each span one sequence, every row independent of the others, so a sequence's
+    /// results do not depend on what it is batched with). K/V go into `kv`.
+    /// Returns logits [rows, n_vocab] for the rows the spans ask for, in span order.
+    pub fn forward<'s>(&self, pool: &ThreadPool, st: &'s mut State, kv: &mut KvStore, tokens: &[u32], spans: &[Span]) -> Result<&'s [f32]> {
         let c = &self.config;
         let n = tokens.len();
         if n == 0 {
             return Err(Error::InvalidRequest("empty batch: no tokens to evaluate".into()));
         }
-        if pos0 + n > kv.n_ctx {
-            return Err(Error::ContextOverflow { n_tokens: pos0 + n, n_ctx: kv.n_ctx });
+        if spans.iter().map(|s| s.n).sum::<usize>() != n {
+            return Err(Error::InvalidRequest("batch spans do not cover the tokens".into()));
+        }
+        for sp in spans {
+            if sp.slot >= kv.n_slots {
+                return Err(Error::InvalidRequest(format!("slot {} does not exist ({} slots)", sp.slot, kv.n_slots)));
+            }
+            if sp.pos0 + sp.n > kv.slot_ctx {
+                return Err(Error::ContextOverflow { n_tokens: sp.pos0 + sp.n, n_ctx: kv.slot_ctx });
+            }
+            for (il, l) in kv.layers.iter().enumerate() {
+                if l.cap < kv.slot_ctx && c.is_swa(il) && sp.n + c.sliding_window > l.cap + 1 {
+                    return Err(Error::InvalidRequest(format!(
+                        "{} tokens of one sequence in a batch do not fit the sliding-window cache of {} rows",
+                        sp.n, l.cap
+                    )));
+                }
+            }
         }
         if let Some(&bad) = tokens.iter().find(|&&t| t as usize >= c.n_vocab) {
             return Err(Error::InvalidRequest(format!("token id {bad} is out of range (n_vocab = {})", c.n_vocab)));
         }
         st.ensure(self, n);
         let e = c.n_embd;
-        st.positions.clear();
-        st.positions.extend(pos0..pos0 + n);
+        st.queries.clear();
+        st.sel.clear();
+        for sp in spans {
+            let t0 = st.queries.len();
+            st.queries.extend((sp.pos0..sp.pos0 + sp.n).map(|pos| QueryPos { slot: sp.slot, pos }));
+            match sp.logits {
+                LogitRows::None => {}
+                LogitRows::Last => st.sel.push(t0 + sp.n - 1),
+                LogitRows::All => st.sel.extend(t0..t0 + sp.n),
+            }
+        }
 
         // [n, n_embd] token embeddings
         for (t, &tok) in tokens.iter().enumerate() {
@@ -95,25 +124,27 @@ impl Model {
             }
         }
         for (il, layer) in self.layers.iter().enumerate() {
-            self.layer(pool, st, kv, il, layer, n, pos0)?;
+            self.layer(pool, st, kv, il, layer, n, spans)?;
         }
-        // final norm, then logits for the rows asked for
-        let (r0, nr) = match rows {
-            LogitRows::None => return Ok(&st.logits[..0]),
-            LogitRows::Last => (n - 1, 1),
-            LogitRows::All => (0, n),
-        };
-        for t in r0..r0 + nr {
-            let x = &mut st.x[t * e..(t + 1) * e];
-            rms_norm(x, &self.output_norm, c.rms_eps);
+        // final norm over the selected rows (gathered into h), then logits   [nr, n_vocab]
+        let nr = st.sel.len();
+        if nr == 0 {
+            return Ok(&st.logits[..0]);
+        }
+        for (i, &t) in st.sel.iter().enumerate() {
+            let (src, dst) = (t * e, i * e);
+            if src != dst {
+                st.x.copy_within(src..src + e, dst);
+            }
+            rms_norm(&mut st.x[dst..dst + e], &self.output_norm, c.rms_eps);
         }
         st.logits.resize(nr * c.n_vocab, 0.0);
-        matmul(pool, &self.output, &st.x[r0 * e..(r0 + nr) * e], nr, &mut st.logits, &mut st.scratch);
+        matmul(pool, &self.output, &st.x[..nr * e], nr, &mut st.logits, &mut st.scratch);
         Ok(&st.logits[..nr * c.n_vocab])
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn layer(&self, pool: &ThreadPool, st: &mut State, kv: &mut KvCache, il: usize, l: &Layer, n: usize, pos0: usize) -> Result<()> {
+    fn layer(&self, pool: &ThreadPool, st: &mut State, kv: &mut KvStore, il: usize, l: &Layer, n: usize, spans: &[Span]) -> Result<()> {
         let c = &self.config;
         let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
         let (qd, kd, vdim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
@@ -159,7 +190,7 @@ impl Model {
         st.cos.resize(half, 0.0);
         st.sin.resize(half, 0.0);
         for t in 0..n {
-            rope_cache(pos0 + t, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut st.cos, &mut st.sin);
+            rope_cache(st.queries[t].pos, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut st.cos, &mut st.sin);
             for h in st.q[t * qd..(t + 1) * qd].chunks_exact_mut(hd) {
                 rope_apply(h, c.n_rot, c.rope_neox, &st.cos, &st.sin);
             }
@@ -170,7 +201,11 @@ impl Model {
         if c.q_scale != 1.0 {
             st.q[..n * qd].iter_mut().for_each(|v| *v *= c.q_scale);
         }
-        kv.store(il, pos0, &st.k, &st.v, n);
+        let mut t0 = 0;
+        for sp in spans {
+            kv.store(il, sp.slot, sp.pos0, &st.k[t0 * kd..], &st.v[t0 * vdim..], sp.n);
+            t0 += sp.n;
+        }
         let shape = AttnShape {
             n_head: c.n_head,
             n_head_kv: c.n_head_kv,
@@ -181,7 +216,7 @@ impl Model {
             softcap: 0.0,
         };
         let lkv = &kv.layers[il];
-        attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, &st.positions, &mut st.attn);
+        attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, lkv.cap, &st.queries, &mut st.attn);
         // o = Wo · attn                                                  [n, e]
         let ad = c.n_head * vd;
         matmul(pool, &l.wo, &st.attn[..n * ad], n, &mut st.o, &mut st.scratch);

@@ -2,10 +2,11 @@
 //! forward pass over a batch of tokens, KV cache in f16.
 pub mod config;
 mod forward;
+mod kv;
 mod weights;
 
 pub use config::{Activation, Arch, Config, SUPPORTED_ARCHS};
-pub use forward::{LogitRows, State};
+pub use forward::{LogitRows, Span, State};
 
 use crate::cpu::Weight;
 use crate::error::Result;

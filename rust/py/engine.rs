@@ -1,26 +1,62 @@
-//! Thin PyO3 classes over `engine::Engine` and `engine::Generation`: extract owned
+//! Thin PyO3 classes over `engine::Engine` and its `Scheduler`: extract owned
 //! inputs, release the GIL around the work, convert back.
 use super::errors::{to_py, InvalidRequestError};
-use crate::engine::{Engine, EngineConfig, GenParams, Generation};
+use crate::engine::{Engine, EngineConfig, Event, Final, GenParams, Hub, RequestParams, SchedConfig, Scheduler, Sink, SlotAction};
 use crate::sampling::SamplingParams;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::IntoPyObjectExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 #[pyclass(frozen, module = "llamars._core", name = "Engine")]
 pub struct PyEngine {
     inner: Arc<Engine>,
+    sched: Arc<Scheduler>,
 }
 
 #[pymethods]
 impl PyEngine {
     #[new]
-    #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512))]
-    fn new(py: Python<'_>, path: PathBuf, n_ctx: usize, n_threads: Option<usize>, n_batch: usize) -> PyResult<Self> {
+    #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
+        cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        n_ctx: usize,
+        n_threads: Option<usize>,
+        n_batch: usize,
+        n_ubatch: usize,
+        n_parallel: usize,
+        slot_prompt_similarity: f32,
+        cache_reuse: usize,
+        cache_ram: i64,
+        context_shift: bool,
+        slot_save_path: Option<PathBuf>,
+        swa_full: bool,
+    ) -> PyResult<Self> {
         let cfg = EngineConfig { n_ctx, n_threads, n_batch };
-        let e = py.detach(|| Engine::load(&path, cfg)).map_err(to_py)?;
-        Ok(PyEngine { inner: Arc::new(e) })
+        let sc = SchedConfig {
+            n_parallel,
+            n_ubatch: n_ubatch.min(n_batch),
+            slot_prompt_similarity,
+            cache_reuse,
+            cache_ram_mib: cache_ram,
+            context_shift,
+            slot_save_path,
+            swa_full,
+        };
+        let (e, s) = py
+            .detach(|| -> crate::Result<_> {
+                let e = Arc::new(Engine::load(&path, cfg)?);
+                let s = Scheduler::start(e.clone(), sc)?;
+                Ok((e, s))
+            })
+            .map_err(to_py)?;
+        Ok(PyEngine { inner: e, sched: Arc::new(s) })
     }
 
     #[pyo3(signature = (text, add_special=true, parse_special=true))]
@@ -51,9 +87,11 @@ impl PyEngine {
         Ok((PyBytes::new(py, bytes), ids.len(), nv))
     }
 
-    #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None, ignore_eos=false, n_probs=0))]
+    /// Queue a generation; events come back through the returned `Request`.
+    #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false))]
     #[allow(clippy::too_many_arguments)]
-    fn generate(
+    fn submit(
         &self,
         prompt: Vec<i64>,
         max_tokens: Option<i64>,
@@ -65,40 +103,122 @@ impl PyEngine {
         seed: Option<i64>,
         ignore_eos: bool,
         n_probs: i64,
-    ) -> PyResult<PyGeneration> {
-        let prompt = self.check_ids(&prompt, "prompt")?;
-        let max_tokens = match max_tokens {
-            None => None,
-            Some(m) if m < 0 => None,
-            Some(m) => Some(m as usize),
+        cache_prompt: bool,
+        id_slot: Option<i64>,
+        n_keep: i64,
+        n_discard: i64,
+        truncate: bool,
+    ) -> PyResult<PyRequest> {
+        let p = self.params(
+            prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
+        )?;
+        let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
+        Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
+    }
+
+    /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
+    #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false))]
+    #[allow(clippy::too_many_arguments)]
+    fn submit_to(
+        &self,
+        hub: &PyHub,
+        prompt: Vec<i64>,
+        max_tokens: Option<i64>,
+        stop: Vec<String>,
+        temperature: f32,
+        top_k: i64,
+        top_p: f32,
+        min_p: f32,
+        seed: Option<i64>,
+        ignore_eos: bool,
+        n_probs: i64,
+        cache_prompt: bool,
+        id_slot: Option<i64>,
+        n_keep: i64,
+        n_discard: i64,
+        truncate: bool,
+    ) -> PyResult<u64> {
+        let p = self.params(
+            prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
+        )?;
+        self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
+    }
+
+    /// Stop a queued or running request; its slot is free within one loop iteration.
+    fn cancel(&self, id: u64) {
+        self.sched.cancel(id);
+    }
+
+    /// Per-slot state: a list of dicts.
+    fn slots<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let snap = self.sched.snapshot();
+        let l = PyList::empty(py);
+        for s in snap.slots {
+            let d = PyDict::new(py);
+            d.set_item("id", s.id)?;
+            d.set_item("n_ctx", s.n_ctx)?;
+            d.set_item("is_processing", s.is_processing)?;
+            d.set_item("id_task", s.id_task)?;
+            d.set_item("n_cached", s.n_cached)?;
+            d.set_item("n_prompt_tokens", s.n_prompt_tokens)?;
+            d.set_item("n_decoded", s.n_decoded)?;
+            d.set_item("n_remain", s.n_remain)?;
+            l.append(d)?;
+        }
+        Ok(l)
+    }
+
+    /// Counters since start (llama-server's /metrics figures).
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let m = self.sched.snapshot().metrics;
+        let d = PyDict::new(py);
+        d.set_item("prompt_tokens_total", m.n_prompt_tokens_processed_total)?;
+        d.set_item("prompt_seconds_total", m.t_prompt_processing_total_ms / 1e3)?;
+        d.set_item("tokens_predicted_total", m.n_tokens_predicted_total)?;
+        d.set_item("tokens_predicted_seconds_total", m.t_tokens_generation_total_ms / 1e3)?;
+        d.set_item("n_decode_total", m.n_decode_total)?;
+        d.set_item("n_busy_slots_total", m.n_busy_slots_total)?;
+        d.set_item("n_requests_total", m.n_requests_total)?;
+        d.set_item("requests_processing", m.requests_processing)?;
+        d.set_item("requests_deferred", m.requests_deferred)?;
+        d.set_item("kv_cache_tokens", m.kv_cache_tokens)?;
+        d.set_item("kv_cache_capacity", m.kv_cache_capacity)?;
+        d.set_item("kv_cache_usage_ratio", m.kv_cache_usage_ratio())?;
+        d.set_item("prompt_cache_entries", m.prompt_cache_entries)?;
+        d.set_item("prompt_cache_bytes", m.prompt_cache_bytes)?;
+        d.set_item("prompt_cache_hits", m.prompt_cache_hits)?;
+        Ok(d)
+    }
+
+    /// action: "save" | "restore" | "erase"; returns counts and timing.
+    #[pyo3(signature = (id_slot, action, filename=None))]
+    fn slot_action<'py>(&self, py: Python<'py>, id_slot: i64, action: &str, filename: Option<String>) -> PyResult<Bound<'py, PyDict>> {
+        if id_slot < 0 {
+            return Err(InvalidRequestError::new_err(format!("id_slot must be >= 0, got {id_slot}")));
+        }
+        let need = |f: Option<String>| f.ok_or_else(|| InvalidRequestError::new_err(format!("filename is required to {action} a slot")));
+        let a = match action {
+            "save" => SlotAction::Save(need(filename)?),
+            "restore" => SlotAction::Restore(need(filename)?),
+            "erase" => SlotAction::Erase,
+            other => return Err(InvalidRequestError::new_err(format!("action must be save, restore or erase, got {other:?}"))),
         };
-        if !(0.0..=1.0).contains(&top_p) || top_p.is_nan() {
-            return Err(InvalidRequestError::new_err(format!("top_p must be within [0, 1], got {top_p}")));
-        }
-        if !(0.0..=1.0).contains(&min_p) || min_p.is_nan() {
-            return Err(InvalidRequestError::new_err(format!("min_p must be within [0, 1], got {min_p}")));
-        }
-        if temperature.is_nan() {
-            return Err(InvalidRequestError::new_err("temperature must be a number"));
-        }
-        if !(0..=1000).contains(&n_probs) {
-            return Err(InvalidRequestError::new_err(format!("n_probs must be within [0, 1000], got {n_probs}")));
-        }
-        let params = GenParams {
-            max_tokens,
-            stop,
-            sampling: SamplingParams {
-                temperature,
-                top_k: top_k.max(0) as usize,
-                top_p,
-                min_p,
-                seed: seed.filter(|&s| s >= 0).map(|s| s as u64),
-            },
-            ignore_eos,
-            n_probs: n_probs as usize,
-        };
-        let g = Generation::new(self.inner.clone(), prompt, params).map_err(to_py)?;
-        Ok(PyGeneration { inner: g })
+        let sched = self.sched.clone();
+        let r = py.detach(move || sched.slot_action(id_slot as usize, a)).map_err(to_py)?;
+        let d = PyDict::new(py);
+        d.set_item("id_slot", r.id_slot)?;
+        d.set_item("filename", r.filename)?;
+        d.set_item("n_tokens", r.n_tokens)?;
+        d.set_item("n_bytes", r.n_bytes)?;
+        d.set_item("ms", r.ms)?;
+        Ok(d)
+    }
+
+    /// Stop the engine loop (pending requests end with CancelledError).
+    fn shutdown(&self, py: Python<'_>) {
+        let s = self.sched.clone();
+        py.detach(move || s.shutdown());
     }
 
     /// Model facts for repr / props: a dict of plain values.
@@ -121,6 +241,9 @@ impl PyEngine {
         d.set_item("size", g.file_size())?;
         d.set_item("n_threads", e.pool.n_threads())?;
         d.set_item("n_batch", e.config.n_batch)?;
+        d.set_item("n_ubatch", self.sched.config.n_ubatch)?;
+        d.set_item("n_parallel", self.sched.config.n_parallel)?;
+        d.set_item("n_ctx_slot", self.sched.n_ctx_slot)?;
         d.set_item("isa", crate::quant::isa().name())?;
         let v = &e.tokenizer.vocab;
         d.set_item("bos", v.bos)?;
@@ -158,64 +281,205 @@ impl PyEngine {
             })
             .collect()
     }
+
+    #[allow(clippy::too_many_arguments)]
+    fn params(
+        &self,
+        prompt: Vec<i64>,
+        max_tokens: Option<i64>,
+        stop: Vec<String>,
+        temperature: f32,
+        top_k: i64,
+        top_p: f32,
+        min_p: f32,
+        seed: Option<i64>,
+        ignore_eos: bool,
+        n_probs: i64,
+        cache_prompt: bool,
+        id_slot: Option<i64>,
+        n_keep: i64,
+        n_discard: i64,
+        truncate: bool,
+    ) -> PyResult<RequestParams> {
+        let prompt = self.check_ids(&prompt, "prompt")?;
+        let max_tokens = match max_tokens {
+            None => None,
+            Some(m) if m < 0 => None,
+            Some(m) => Some(m as usize),
+        };
+        if !(0.0..=1.0).contains(&top_p) || top_p.is_nan() {
+            return Err(InvalidRequestError::new_err(format!("top_p must be within [0, 1], got {top_p}")));
+        }
+        if !(0.0..=1.0).contains(&min_p) || min_p.is_nan() {
+            return Err(InvalidRequestError::new_err(format!("min_p must be within [0, 1], got {min_p}")));
+        }
+        if temperature.is_nan() {
+            return Err(InvalidRequestError::new_err("temperature must be a number"));
+        }
+        if !(0..=1000).contains(&n_probs) {
+            return Err(InvalidRequestError::new_err(format!("n_probs must be within [0, 1000], got {n_probs}")));
+        }
+        if n_discard < 0 {
+            return Err(InvalidRequestError::new_err(format!("n_discard must be >= 0, got {n_discard}")));
+        }
+        if n_keep < -1 {
+            return Err(InvalidRequestError::new_err(format!("n_keep must be >= -1 (-1 = the whole prompt), got {n_keep}")));
+        }
+        let id_slot = match id_slot {
+            None => None,
+            Some(s) if s < 0 => None,
+            Some(s) => Some(s as usize),
+        };
+        let gen = GenParams {
+            max_tokens,
+            stop,
+            sampling: SamplingParams {
+                temperature,
+                top_k: top_k.max(0) as usize,
+                top_p,
+                min_p,
+                seed: seed.filter(|&s| s >= 0).map(|s| s as u64),
+            },
+            ignore_eos,
+            n_probs: n_probs as usize,
+        };
+        let mut p = RequestParams::new(prompt, gen);
+        p.cache_prompt = cache_prompt;
+        p.id_slot = id_slot;
+        p.n_keep = n_keep;
+        p.n_discard = n_discard as usize;
+        p.truncate = truncate;
+        Ok(p)
+    }
 }
 
-#[pyclass(module = "llamars._core", name = "Generation")]
-pub struct PyGeneration {
-    inner: Generation,
+type TokenTuple = (Option<u32>, String, Option<f32>, Vec<(u32, f32)>);
+
+fn final_dict<'py>(py: Python<'py>, f: &Final) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("stop_reason", f.stop_reason.as_str())?;
+    d.set_item("stopping_word", &f.stopping_word)?;
+    d.set_item("truncated", f.truncated)?;
+    d.set_item("text", &f.text)?;
+    d.set_item("tokens", &f.tokens)?;
+    d.set_item("prompt_tokens", &f.prompt)?;
+    d.set_item("tokens_cached", f.tokens_cached)?;
+    d.set_item("tokens_evaluated", f.tokens_evaluated)?;
+    d.set_item("seed", f.seed)?;
+    d.set_item("id_slot", f.id_slot)?;
+    d.set_item("n_ctx", f.n_ctx)?;
+    let t = PyDict::new(py);
+    t.set_item("prompt_n", f.timings.prompt_n)?;
+    t.set_item("prompt_ms", f.timings.prompt_ms)?;
+    t.set_item("predicted_n", f.timings.predicted_n)?;
+    t.set_item("predicted_ms", f.timings.predicted_ms)?;
+    d.set_item("timings", t)?;
+    Ok(d)
 }
 
-type EventTuple = (Option<u32>, String, Option<f32>, Vec<(u32, f32)>);
+/// One event as ("token", (id, text, logprob, top)) | ("done", dict) | ("error", exception).
+fn event_to_py(py: Python<'_>, ev: Event) -> PyResult<(&'static str, Py<PyAny>)> {
+    Ok(match ev {
+        Event::Token(t) => {
+            let tup: TokenTuple = (t.token, t.text, t.logprob, t.top);
+            ("token", tup.into_py_any(py)?)
+        }
+        Event::Done(f) => ("done", final_dict(py, &f)?.into_any().unbind()),
+        Event::Error(e) => ("error", to_py(e).into_value(py).into_any()),
+    })
+}
+
+/// A queued generation seen from Python: `next()` blocks (without the GIL) for the next
+/// event. Dropping it before the end cancels the generation.
+#[pyclass(module = "llamars._core", name = "Request")]
+pub struct PyRequest {
+    #[pyo3(get)]
+    id: u64,
+    rx: Mutex<mpsc::Receiver<Event>>,
+    sched: Arc<Scheduler>,
+    finished: AtomicBool,
+}
 
 #[pymethods]
-impl PyGeneration {
-    /// One step: (token or None, text, logprob or None, top [(id, logprob)]), or None when finished.
-    fn step(&mut self, py: Python<'_>) -> PyResult<Option<EventTuple>> {
-        let g = &mut self.inner;
-        let ev = py.detach(|| g.next_event()).map_err(to_py)?;
-        Ok(ev.map(|e| (e.token, e.text, e.logprob, e.top)))
+impl PyRequest {
+    /// The next event, ("token", ...) / ("done", dict), or None after "done".
+    /// Errors are raised. Ctrl-C while waiting cancels the request.
+    fn next(&self, py: Python<'_>) -> PyResult<Option<(&'static str, Py<PyAny>)>> {
+        if self.finished.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        loop {
+            let got = py.detach(|| {
+                let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+                rx.recv_timeout(Duration::from_millis(50))
+            });
+            match got {
+                Ok(ev) => {
+                    let done = !matches!(ev, Event::Token(_));
+                    if done {
+                        self.finished.store(true, Ordering::Release);
+                    }
+                    let (kind, obj) = event_to_py(py, ev)?;
+                    if kind == "error" {
+                        return Err(PyErr::from_value(obj.into_bound(py)));
+                    }
+                    return Ok(Some((kind, obj)));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        self.cancel();
+                        return Err(e);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.finished.store(true, Ordering::Release);
+                    return Err(to_py(crate::Error::Cancelled));
+                }
+            }
+        }
     }
 
-    #[getter]
-    fn tokens(&self) -> Vec<u32> {
-        self.inner.tokens.clone()
+    /// Stop generating; the slot is freed within one loop iteration.
+    fn cancel(&self) {
+        if !self.finished.swap(true, Ordering::AcqRel) {
+            self.sched.cancel(self.id);
+        }
     }
-    #[getter]
-    fn text(&self) -> String {
-        self.inner.text.clone()
+}
+
+impl Drop for PyRequest {
+    fn drop(&mut self) {
+        self.cancel();
     }
-    #[getter]
-    fn done(&self) -> bool {
-        self.inner.is_done()
+}
+
+/// Events of many requests in one queue, drained by a single asyncio dispatcher thread.
+#[pyclass(frozen, module = "llamars._core", name = "Hub")]
+pub struct PyHub {
+    inner: Arc<Hub>,
+}
+
+#[pymethods]
+impl PyHub {
+    #[new]
+    fn new() -> Self {
+        PyHub { inner: Arc::new(Hub::default()) }
     }
-    #[getter]
-    fn stop_reason(&self) -> Option<&'static str> {
-        self.inner.stop_reason.map(|r| r.as_str())
+
+    /// Everything queued as [(id, kind, payload)], waiting up to `timeout` seconds.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<(u64, &'static str, Py<PyAny>)>> {
+        let h = self.inner.clone();
+        let evs = py.detach(move || h.wait(Duration::from_secs_f64(timeout.clamp(0.0, 3600.0))));
+        evs.into_iter()
+            .map(|(id, ev)| {
+                let (k, o) = event_to_py(py, ev)?;
+                Ok((id, k, o))
+            })
+            .collect()
     }
-    #[getter]
-    fn stopping_word(&self) -> String {
-        self.inner.stopping_word.clone()
-    }
-    #[getter]
-    fn truncated(&self) -> bool {
-        self.inner.truncated
-    }
-    #[getter]
-    fn seed(&self) -> u64 {
-        self.inner.seed()
-    }
-    #[getter]
-    fn prompt_tokens(&self) -> Vec<u32> {
-        self.inner.prompt().to_vec()
-    }
-    #[getter]
-    fn timings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let t = &self.inner.timings;
-        let d = PyDict::new(py);
-        d.set_item("prompt_n", t.prompt_n)?;
-        d.set_item("prompt_ms", t.prompt_ms)?;
-        d.set_item("predicted_n", t.predicted_n)?;
-        d.set_item("predicted_ms", t.predicted_ms)?;
-        Ok(d)
+
+    /// Wake the waiting dispatcher for good.
+    fn close(&self) {
+        self.inner.close();
     }
 }

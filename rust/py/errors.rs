@@ -10,6 +10,8 @@ create_exception!(_core, TokenizerError, LlamarsError, "The model's tokenizer me
 create_exception!(_core, InvalidRequestError, LlamarsError, "A request parameter is invalid (the message names it).");
 create_exception!(_core, ContextOverflowError, LlamarsError, "The request does not fit in the context window.");
 create_exception!(_core, CancelledError, LlamarsError, "The generation was cancelled.");
+create_exception!(_core, UnavailableError, LlamarsError, "The resource is busy right now (e.g. a slot processing a request); retry later.");
+create_exception!(_core, NotSupportedError, LlamarsError, "The feature is switched off or not available in this build.");
 
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -24,6 +26,8 @@ pub fn to_py(e: Error) -> PyErr {
         Error::InvalidRequest(_) => InvalidRequestError::new_err(msg),
         Error::ContextOverflow { .. } => ContextOverflowError::new_err(msg),
         Error::Cancelled => CancelledError::new_err(msg),
+        Error::Unavailable(_) => UnavailableError::new_err(msg),
+        Error::NotSupported(_) => NotSupportedError::new_err(msg),
     }
 }
 
@@ -35,5 +39,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("InvalidRequestError", py.get_type::<InvalidRequestError>())?;
     m.add("ContextOverflowError", py.get_type::<ContextOverflowError>())?;
     m.add("CancelledError", py.get_type::<CancelledError>())?;
+    m.add("UnavailableError", py.get_type::<UnavailableError>())?;
+    m.add("NotSupportedError", py.get_type::<NotSupportedError>())?;
     Ok(())
 }

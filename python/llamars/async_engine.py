@@ -1,0 +1,165 @@
+"""`AsyncEngine`: the same engine for asyncio, without a thread per request.
+
+Every request's events land in one hub in the Rust core; a single dispatcher thread
+waits on it (GIL released) and hands each batch of events to the owning event loop
+with `call_soon_threadsafe`. Awaiting a token never blocks the event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import AsyncIterator, Dict, List, Optional, Tuple, Union
+
+from . import _core
+from .engine import Chunk, Engine, GenerationResult, Prompt, _result
+
+
+class AsyncStream:
+    """Async iterator over `Chunk`s; `result` is set once the generation is done.
+
+    `await stream.aclose()` (or leaving an `async with` block, or garbage collection)
+    cancels the generation and frees its slot.
+    """
+
+    def __init__(self, owner: "AsyncEngine", rid: int, queue: "asyncio.Queue") -> None:
+        self._owner = owner
+        self.id = rid
+        self._queue = queue
+        self._done = False
+        self._probs: list = []
+        self.result: Optional[GenerationResult] = None
+
+    def __aiter__(self) -> "AsyncStream":
+        return self
+
+    async def __anext__(self) -> Chunk:
+        if self._done:
+            raise StopAsyncIteration
+        kind, payload = await self._queue.get()
+        if kind == "token":
+            token, text, logprob, top = payload
+            if logprob is not None and token is not None:
+                self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
+            return Chunk(text=text, token=token, logprob=logprob, top_logprobs=top)
+        self._done = True
+        self._owner._forget(self.id)
+        if kind == "done":
+            self.result = _result(payload, self._probs)
+            raise StopAsyncIteration
+        raise payload  # "error": the exception instance from the core
+
+    async def aclose(self) -> None:
+        if not self._done:
+            self._done = True
+            self._owner._forget(self.id)
+            self._owner.engine.cancel(self.id)
+
+    async def __aenter__(self) -> "AsyncStream":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    def __del__(self) -> None:
+        if not self._done:
+            try:
+                self._owner._forget(self.id)
+                self._owner.engine.cancel(self.id)
+            except Exception:
+                pass
+
+
+class AsyncEngine:
+    """asyncio front of an `Engine`: `await agenerate(...)`, `async for c in astream(...)`.
+
+    >>> eng = AsyncEngine("model.gguf", n_parallel=4)
+    >>> r = await eng.agenerate("Hello", max_tokens=8, temperature=0)
+
+    Pass `engine=` to share an existing `Engine` (its slots and cache) with sync callers.
+    """
+
+    def __init__(self, model: Union[str, os.PathLike, None] = None, *, engine: Optional[Engine] = None, **config) -> None:
+        if engine is None:
+            if model is None:
+                raise TypeError("AsyncEngine needs a model path or engine=")
+            engine = Engine(model, **config)
+        elif model is not None or config:
+            raise TypeError("pass either a model path (and options) or engine=, not both")
+        self._owns_engine = model is not None
+        self.engine = engine
+        self._hub = _core.Hub()
+        self._lock = threading.Lock()
+        self._routes: Dict[int, Tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._early: Dict[int, List[tuple]] = {}
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    # the engine's synchronous facts and tools stay reachable
+    def __getattr__(self, name):
+        return getattr(self.engine, name)
+
+    def _dispatch(self) -> None:
+        while not self._closed:
+            batch = self._hub.wait(0.5)
+            if not batch:
+                continue
+            per_loop: Dict[asyncio.AbstractEventLoop, list] = {}
+            with self._lock:
+                for rid, kind, payload in batch:
+                    route = self._routes.get(rid)
+                    if route is None:
+                        self._early.setdefault(rid, []).append((kind, payload))
+                        continue
+                    per_loop.setdefault(route[0], []).append((route[1], (kind, payload)))
+            for loop, items in per_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_deliver, items)
+                except RuntimeError:
+                    pass  # that event loop is closed; its requests are gone
+
+    def _ensure_dispatcher(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._dispatch, name="llamars-async-dispatch", daemon=True)
+            self._thread.start()
+
+    def _forget(self, rid: int) -> None:
+        with self._lock:
+            self._routes.pop(rid, None)
+            self._early.pop(rid, None)
+
+    async def astream(self, prompt: Prompt, **kwargs) -> AsyncStream:
+        """Start a generation; same parameters as `Engine.stream`."""
+        loop = asyncio.get_running_loop()
+        self._ensure_dispatcher()
+        args = self.engine._args(prompt, kwargs)
+        queue: asyncio.Queue = asyncio.Queue()
+        rid = self.engine._core.submit_to(self._hub, *args)
+        with self._lock:
+            self._routes[rid] = (loop, queue)
+            for ev in self._early.pop(rid, []):
+                queue.put_nowait(ev)
+        return AsyncStream(self, rid, queue)
+
+    async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
+        """Generate to completion; cancelling the awaiting task cancels the generation."""
+        s = await self.astream(prompt, **kwargs)
+        try:
+            async for _ in s:
+                pass
+        finally:
+            await s.aclose()
+        assert s.result is not None
+        return s.result
+
+    def close(self) -> None:
+        """Stop the dispatcher (and the engine loop, when this object created the engine)."""
+        self._closed = True
+        self._hub.close()
+        if self._owns_engine:
+            self.engine.close()
+
+
+def _deliver(items: list) -> None:
+    for queue, ev in items:
+        queue.put_nowait(ev)

@@ -1,0 +1,171 @@
+//! Per-request generation state: parameters, sampler, stop strings and streamed text.
+use super::stop::{StopCheck, StopMatcher};
+use crate::sampling::{top_logprobs, Sampler, SamplingParams};
+use crate::tokenizer::{StreamDecoder, Tokenizer};
+
+#[derive(Debug, Clone)]
+pub struct GenParams {
+    /// None: until the context is full.
+    pub max_tokens: Option<usize>,
+    pub stop: Vec<String>,
+    pub sampling: SamplingParams,
+    pub ignore_eos: bool,
+    /// Report this many top log-probabilities with each token (0 = none).
+    pub n_probs: usize,
+}
+
+impl Default for GenParams {
+    fn default() -> Self {
+        GenParams { max_tokens: Some(16), stop: Vec::new(), sampling: SamplingParams::default(), ignore_eos: false, n_probs: 0 }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// An end-of-generation token was sampled.
+    Eos,
+    /// max_tokens reached (or the context filled up).
+    Limit,
+    /// A stop string matched.
+    Word,
+}
+
+impl StopReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Eos => "eos",
+            StopReason::Limit => "limit",
+            StopReason::Word => "word",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TokenEvent {
+    /// The sampled token (None for a final event that only flushes held-back text).
+    pub token: Option<u32>,
+    /// Text that became safe to show with this event (may be empty).
+    pub text: String,
+    /// Log-probability of the sampled token and the top candidates, when asked.
+    pub logprob: Option<f32>,
+    pub top: Vec<(u32, f32)>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    /// Prompt tokens evaluated (cached ones excluded) and the time it took.
+    pub prompt_n: usize,
+    pub prompt_ms: f64,
+    pub predicted_n: usize,
+    pub predicted_ms: f64,
+}
+
+/// Turns each step's logits into a token and the text that became safe to show:
+/// sampling, EOS, max_tokens, stop strings (with hold-back) and UTF-8-safe pieces.
+pub struct Decoder {
+    pub params: GenParams,
+    sampler: Sampler,
+    matcher: StopMatcher,
+    stream: StreamDecoder,
+    pub tokens: Vec<u32>,
+    pub text: String,
+    sent: usize,
+    pub stop_reason: Option<StopReason>,
+    pub stopping_word: String,
+    pub truncated: bool,
+}
+
+impl Decoder {
+    pub fn new(params: GenParams) -> Decoder {
+        Decoder {
+            sampler: Sampler::new(params.sampling.clone()),
+            matcher: StopMatcher::new(params.stop.clone()),
+            params,
+            stream: StreamDecoder::new(),
+            tokens: Vec::new(),
+            text: String::new(),
+            sent: 0,
+            stop_reason: None,
+            stopping_word: String::new(),
+            truncated: false,
+        }
+    }
+
+    pub fn seed(&self) -> u64 {
+        self.sampler.seed()
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.stop_reason.is_some()
+    }
+
+    /// Whether max_tokens is already reached (no token may be sampled).
+    pub fn at_limit(&self) -> bool {
+        self.params.max_tokens.is_some_and(|m| self.tokens.len() >= m)
+    }
+
+    /// End the generation; returns the held-back text (if any) as a final event.
+    pub fn finish(&mut self, reason: StopReason) -> Option<TokenEvent> {
+        if self.stop_reason.is_some() {
+            return None;
+        }
+        self.stop_reason = Some(reason);
+        let tail = self.stream.flush();
+        self.text.push_str(&tail);
+        if self.sent < self.text.len() && reason != StopReason::Word {
+            let rest = self.text[self.sent..].to_string();
+            self.sent = self.text.len();
+            return Some(TokenEvent { token: None, text: rest, logprob: None, top: Vec::new() });
+        }
+        None
+    }
+
+    /// Sample from `logits` and advance. Returns the event to emit (None when the
+    /// generation ended without new text). `is_done()` tells whether it finished.
+    pub fn step(&mut self, tok: &Tokenizer, logits: &[f32]) -> Option<TokenEvent> {
+        if self.is_done() {
+            return None;
+        }
+        if self.at_limit() {
+            return self.finish(StopReason::Limit);
+        }
+        let n_probs = self.params.n_probs;
+        let top = if n_probs > 0 { top_logprobs(logits, n_probs) } else { Vec::new() };
+        let id = self.sampler.sample(logits);
+        let logprob = if n_probs > 0 { Some(log_softmax_at(logits, id as usize)) } else { None };
+        if tok.vocab.is_eog(id) && !self.params.ignore_eos {
+            return self.finish(StopReason::Eos);
+        }
+        self.tokens.push(id);
+        let piece = tok.token_to_piece(id, false);
+        let fresh = self.stream.push(&piece);
+        self.text.push_str(&fresh);
+        let mut out = TokenEvent { token: Some(id), text: String::new(), logprob, top };
+        match self.matcher.check(&self.text, self.sent) {
+            StopCheck::Matched { at, word } => {
+                out.text = self.text[self.sent..at.max(self.sent)].to_string();
+                self.text.truncate(at);
+                self.sent = self.text.len();
+                self.stopping_word = word;
+                self.stop_reason = Some(StopReason::Word);
+                return Some(out);
+            }
+            StopCheck::SafeUpTo(u) => {
+                out.text = self.text[self.sent..u].to_string();
+                self.sent = u;
+            }
+        }
+        if self.at_limit() {
+            if let Some(rest) = self.finish(StopReason::Limit) {
+                out.text.push_str(&rest.text);
+            }
+        }
+        Some(out)
+    }
+}
+
+fn log_softmax_at(logits: &[f32], i: usize) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max as f64 + logits.iter().map(|&l| ((l - max) as f64).exp()).sum::<f64>().ln();
+    (logits[i] as f64 - lse) as f32
+}

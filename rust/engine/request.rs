@@ -1,0 +1,113 @@
+//! What a caller hands the scheduler and what it gets back: a request with its
+//! parameters and an event sink (a channel per request, or a shared hub that one
+//! asyncio dispatcher drains for many requests).
+use super::decode::{GenParams, StopReason, Timings, TokenEvent};
+use crate::error::Error;
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+#[derive(Debug, Clone)]
+pub struct RequestParams {
+    pub prompt: Vec<u32>,
+    pub gen: GenParams,
+    /// Reuse the longest common prefix a slot already holds (llama.cpp `cache_prompt`).
+    pub cache_prompt: bool,
+    /// Run in this slot (waits until it is free).
+    pub id_slot: Option<usize>,
+    /// Tokens of the prompt kept on context shift / truncation (-1 = the whole prompt).
+    pub n_keep: i64,
+    /// Tokens dropped per context shift (0 = half of what is not kept).
+    pub n_discard: usize,
+    /// Cut an over-long prompt (keeping n_keep tokens) instead of refusing it.
+    pub truncate: bool,
+}
+
+impl RequestParams {
+    pub fn new(prompt: Vec<u32>, gen: GenParams) -> RequestParams {
+        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false }
+    }
+}
+
+/// The last event of a request.
+#[derive(Debug, Clone)]
+pub struct Final {
+    pub stop_reason: StopReason,
+    pub stopping_word: String,
+    /// The context filled up (or the prompt was cut to fit).
+    pub truncated: bool,
+    pub text: String,
+    pub tokens: Vec<u32>,
+    /// The prompt as evaluated (after truncation, if any).
+    pub prompt: Vec<u32>,
+    pub tokens_cached: usize,
+    pub tokens_evaluated: usize,
+    pub timings: Timings,
+    pub seed: u64,
+    pub id_slot: usize,
+    pub n_ctx: usize,
+}
+
+#[derive(Debug)]
+pub enum Event {
+    Token(TokenEvent),
+    Done(Box<Final>),
+    Error(Error),
+}
+
+/// Events of many requests in one queue: `wait` hands a batch to one consumer.
+#[derive(Default)]
+pub struct Hub {
+    q: Mutex<VecDeque<(u64, Event)>>,
+    cv: Condvar,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+impl Hub {
+    pub fn push(&self, id: u64, ev: Event) {
+        self.q.lock().unwrap_or_else(|e| e.into_inner()).push_back((id, ev));
+        self.cv.notify_one();
+    }
+
+    /// Everything queued, waiting up to `timeout` for the first event.
+    pub fn wait(&self, timeout: Duration) -> Vec<(u64, Event)> {
+        let mut q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        if q.is_empty() && !self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            q = self.cv.wait_timeout(q, timeout).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        q.drain(..).collect()
+    }
+
+    /// Wake a waiting consumer for good (shutdown).
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
+        let _q = self.q.lock().unwrap_or_else(|e| e.into_inner());
+        self.cv.notify_all();
+    }
+}
+
+pub enum Sink {
+    Channel(mpsc::Sender<Event>),
+    Hub(Arc<Hub>),
+}
+
+impl Sink {
+    /// Deliver; false when nobody is listening any more.
+    pub fn send(&self, id: u64, ev: Event) -> bool {
+        match self {
+            Sink::Channel(tx) => tx.send(ev).is_ok(),
+            Sink::Hub(h) => {
+                h.push(id, ev);
+                true
+            }
+        }
+    }
+}
+
+pub struct Request {
+    pub id: u64,
+    pub params: RequestParams,
+    pub sink: Sink,
+    pub queued_at: std::time::Instant,
+}

@@ -1,0 +1,232 @@
+//! The scheduler handle: requests and slot actions go in through a command queue,
+//! the loop (`batch_loop.rs`) runs on its own thread, and a snapshot of slots and
+//! counters is published after every iteration for readers that must not wait.
+use super::batch_loop::Loop;
+use super::metrics::Snapshot;
+use super::request::{Event, Request, RequestParams, Sink};
+use super::Engine;
+use crate::error::{Error, Result};
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+#[derive(Debug, Clone)]
+pub struct SchedConfig {
+    /// Slots (llama.cpp `-np`); each gets n_ctx / n_parallel positions.
+    pub n_parallel: usize,
+    /// Most tokens in one forward pass (llama.cpp `-ub`).
+    pub n_ubatch: usize,
+    /// Minimum prompt similarity for preferring a slot by its cached prompt (0 = off).
+    pub slot_prompt_similarity: f32,
+    /// Minimum chunk length reused after a shift (`--cache-reuse`, 0 = off).
+    pub cache_reuse: usize,
+    /// Host-RAM prompt cache in MiB (0 = off, -1 = no limit).
+    pub cache_ram_mib: i64,
+    /// Keep generating past the end of the context by discarding old tokens.
+    pub context_shift: bool,
+    /// Directory for slot save/restore (None = disabled).
+    pub slot_save_path: Option<PathBuf>,
+    /// Keep every position on sliding-window layers too (no ring).
+    pub swa_full: bool,
+}
+
+impl Default for SchedConfig {
+    fn default() -> Self {
+        SchedConfig {
+            n_parallel: 1,
+            n_ubatch: 512,
+            slot_prompt_similarity: 0.1,
+            cache_reuse: 0,
+            cache_ram_mib: 0,
+            context_shift: false,
+            slot_save_path: None,
+            swa_full: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum SlotAction {
+    Save(String),
+    Restore(String),
+    Erase,
+}
+
+#[derive(Debug, Clone)]
+pub struct SlotActionResult {
+    pub id_slot: usize,
+    pub filename: String,
+    /// Tokens saved / restored / erased.
+    pub n_tokens: usize,
+    /// Bytes written or read.
+    pub n_bytes: usize,
+    pub ms: f64,
+}
+
+pub(super) enum Cmd {
+    Submit(Request),
+    Cancel(u64),
+    Slot(usize, SlotAction, mpsc::Sender<Result<SlotActionResult>>),
+}
+
+pub(super) struct Shared {
+    pub cmds: Mutex<VecDeque<Cmd>>,
+    pub cv: Condvar,
+    pub shutdown: std::sync::atomic::AtomicBool,
+    pub snapshot: Mutex<Snapshot>,
+}
+
+pub struct Scheduler {
+    shared: Arc<Shared>,
+    next_id: AtomicU64,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    pub engine: Arc<Engine>,
+    pub config: SchedConfig,
+    /// Positions per slot.
+    pub n_ctx_slot: usize,
+}
+
+impl Scheduler {
+    /// Allocate the KV cache for every slot and start the loop thread.
+    pub fn start(engine: Arc<Engine>, config: SchedConfig) -> Result<Scheduler> {
+        if config.n_parallel == 0 {
+            return Err(Error::InvalidRequest("n_parallel must be at least 1".into()));
+        }
+        if config.n_ubatch == 0 {
+            return Err(Error::InvalidRequest("n_ubatch must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&config.slot_prompt_similarity) {
+            return Err(Error::InvalidRequest(format!(
+                "slot_prompt_similarity must be within [0, 1], got {}",
+                config.slot_prompt_similarity
+            )));
+        }
+        let n_ctx_slot = engine.config.n_ctx / config.n_parallel;
+        if n_ctx_slot < 8 {
+            return Err(Error::InvalidRequest(format!(
+                "n_ctx = {} split over {} slots leaves {} positions per slot; raise n_ctx or lower n_parallel",
+                engine.config.n_ctx, config.n_parallel, n_ctx_slot
+            )));
+        }
+        if let Some(dir) = &config.slot_save_path {
+            std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.clone(), source: e })?;
+        }
+        let shared = Arc::new(Shared {
+            cmds: Mutex::new(VecDeque::new()),
+            cv: Condvar::new(),
+            shutdown: std::sync::atomic::AtomicBool::new(false),
+            snapshot: Mutex::new(Snapshot::default()),
+        });
+        let lp = Loop::new(engine.clone(), config.clone(), n_ctx_slot, shared.clone())?;
+        lp.publish();
+        let thread = std::thread::Builder::new()
+            .name("llamars-engine".into())
+            .spawn(move || lp.run())
+            .map_err(|e| Error::InvalidRequest(format!("could not start the engine thread: {e}")))?;
+        Ok(Scheduler { shared, next_id: AtomicU64::new(1), thread: Mutex::new(Some(thread)), engine, config, n_ctx_slot })
+    }
+
+    fn push(&self, cmd: Cmd) {
+        self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner()).push_back(cmd);
+        self.shared.cv.notify_one();
+    }
+
+    /// Check a request before queueing it, so a bad one fails in the caller's thread.
+    pub fn validate(&self, p: &RequestParams) -> Result<()> {
+        if p.prompt.is_empty() {
+            return Err(Error::InvalidRequest("prompt: at least one token is required".into()));
+        }
+        let nv = self.engine.model.config.n_vocab;
+        if let Some(&bad) = p.prompt.iter().find(|&&t| t as usize >= nv) {
+            return Err(Error::InvalidRequest(format!("prompt: token id {bad} is out of range (n_vocab = {nv})")));
+        }
+        if let Some(s) = p.id_slot {
+            if s >= self.config.n_parallel {
+                return Err(Error::InvalidRequest(format!("id_slot: slot {s} does not exist (0..{})", self.config.n_parallel)));
+            }
+        }
+        if !p.truncate && p.prompt.len() >= self.n_ctx_slot {
+            return Err(Error::ContextOverflow { n_tokens: p.prompt.len(), n_ctx: self.n_ctx_slot });
+        }
+        Ok(())
+    }
+
+    /// Queue a request; its events go to `sink`. Returns the request id.
+    pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
+        self.validate(&params)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.push(Cmd::Submit(Request { id, params, sink, queued_at: Instant::now() }));
+        Ok(id)
+    }
+
+    /// Queue a request with its own event channel.
+    pub fn submit_channel(&self, params: RequestParams) -> Result<(u64, mpsc::Receiver<Event>)> {
+        let (tx, rx) = mpsc::channel();
+        let id = self.submit(params, Sink::Channel(tx))?;
+        Ok((id, rx))
+    }
+
+    /// Stop a request (queued or running); its slot is free after the current iteration.
+    pub fn cancel(&self, id: u64) {
+        self.push(Cmd::Cancel(id));
+    }
+
+    /// Save, restore or erase a slot (waits for the loop to do it between batches).
+    pub fn slot_action(&self, id_slot: usize, action: SlotAction) -> Result<SlotActionResult> {
+        if id_slot >= self.config.n_parallel {
+            return Err(Error::InvalidRequest(format!("id_slot: slot {id_slot} does not exist (0..{})", self.config.n_parallel)));
+        }
+        if let SlotAction::Save(f) | SlotAction::Restore(f) = &action {
+            validate_filename(f)?;
+        }
+        let (tx, rx) = mpsc::channel();
+        self.push(Cmd::Slot(id_slot, action, tx));
+        rx.recv().map_err(|_| Error::Cancelled)?
+    }
+
+    pub fn snapshot(&self) -> Snapshot {
+        self.shared.snapshot.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Stop the loop; queued and running requests end with `Cancelled`.
+    pub fn shutdown(&self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        {
+            let _q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.cv.notify_all();
+        }
+        if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// A slot file name: a plain name inside the slot directory.
+pub fn validate_filename(name: &str) -> Result<()> {
+    let bad = |why: &str| Err(Error::InvalidRequest(format!("filename: {name:?} {why}")));
+    if name.is_empty() {
+        return bad("is empty");
+    }
+    if name.len() > 255 {
+        return bad("is longer than 255 bytes");
+    }
+    if name.contains(['/', '\\', '\0']) || name.contains("..") {
+        return bad("must be a plain file name (no path separators or '..')");
+    }
+    if name.starts_with('.') {
+        return bad("must not start with '.'");
+    }
+    if name.chars().any(|c| c.is_control()) {
+        return bad("contains control characters");
+    }
+    Ok(())
+}

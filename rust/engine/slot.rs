@@ -1,0 +1,91 @@
+//! A slot: one sequence's share of the KV cache, what it holds, and the request
+//! running in it. Slot choice follows llama-server: the free slot whose cached prompt
+//! is most similar to the new one (above a threshold), else the least recently used.
+use super::decode::Decoder;
+use super::request::Request;
+use crate::kv_cache::SeqCells;
+use std::time::Instant;
+
+pub struct Task {
+    pub req: Request,
+    /// The prompt as it will be evaluated (after truncation).
+    pub prompt: Vec<u32>,
+    pub dec: Decoder,
+    /// Token sampled but not yet evaluated.
+    pub pending: Option<u32>,
+    pub n_prompt: usize,
+    pub tokens_cached: usize,
+    pub prompt_truncated: bool,
+    pub started: Instant,
+    /// When the prompt's logits came back (first token sampled).
+    pub prompt_done: Option<Instant>,
+    pub n_keep: usize,
+}
+
+impl Task {
+    /// Prompt tokens still to evaluate, given what the slot holds.
+    pub fn prompt_left(&self, cells: &SeqCells) -> usize {
+        self.prompt.len().saturating_sub(cells.n_past())
+    }
+}
+
+pub struct Slot {
+    pub id: usize,
+    pub cells: SeqCells,
+    pub task: Option<Task>,
+    /// Monotonic use counter for least-recently-used choice.
+    pub last_used: u64,
+    /// Counters over the slot's life.
+    pub n_decoded_last: usize,
+    pub id_task_last: Option<u64>,
+}
+
+/// Public view of a slot for `/slots` and `Engine.slots()`.
+#[derive(Debug, Clone)]
+pub struct SlotInfo {
+    pub id: usize,
+    pub n_ctx: usize,
+    pub is_processing: bool,
+    pub id_task: Option<u64>,
+    /// Tokens the slot's KV cache holds.
+    pub n_cached: usize,
+    pub n_prompt_tokens: usize,
+    pub n_decoded: usize,
+    pub n_remain: Option<usize>,
+}
+
+/// Pick a free slot for `prompt`: the most similar cached prompt (similarity >=
+/// `threshold`, > 0), else the least recently used. `threshold` 0 disables similarity.
+pub fn choose(slots: &[Slot], prompt: &[u32], threshold: f32) -> Option<usize> {
+    let free = || slots.iter().filter(|s| s.task.is_none());
+    if threshold > 0.0 {
+        let best = free()
+            .map(|s| (s.cells.similarity(prompt), s))
+            .filter(|(sim, _)| *sim > 0.0 && *sim >= threshold)
+            .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.id.cmp(&a.1.id)));
+        if let Some((_, s)) = best {
+            return Some(s.id);
+        }
+    }
+    free().min_by_key(|s| (s.last_used, s.id)).map(|s| s.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn slot(id: usize, toks: &[u32], last_used: u64) -> Slot {
+        let mut cells = SeqCells::new(None);
+        cells.push(toks);
+        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None }
+    }
+
+    #[test]
+    fn prefers_similar_then_lru() {
+        let slots = vec![slot(0, &[1, 2, 3], 5), slot(1, &[7, 8, 9, 10], 1), slot(2, &[], 3)];
+        assert_eq!(choose(&slots, &[7, 8, 9, 11], 0.1), Some(1));
+        assert_eq!(choose(&slots, &[1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13], 0.5), Some(1), "below threshold: LRU");
+        assert_eq!(choose(&slots, &[4], 0.1), Some(1));
+        assert_eq!(choose(&slots, &[1, 2, 3, 4], 0.0), Some(1), "similarity disabled: LRU");
+    }
+}

@@ -1,0 +1,159 @@
+//! A slot's tokens and KV rows as bytes (slot save/restore, the host-RAM prompt cache).
+//!
+//! Layout (little endian): b"LLMRSLOT", version u32, model fingerprint u64, n_layer u32,
+//! k_dim u32, v_dim u32, n_tokens u32, tokens [u32; n_tokens], then per layer:
+//! first position u32, row count u32, K rows [u16; count*k_dim], V rows [u16; count*v_dim].
+use super::{KvStore, SeqCells};
+use crate::error::{Error, Result};
+
+const MAGIC: &[u8; 8] = b"LLMRSLOT";
+const VERSION: u32 = 1;
+
+fn put32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// Serialize what `slot` holds.
+pub fn save(kv: &KvStore, cells: &SeqCells, slot: usize, fingerprint: u64) -> Vec<u8> {
+    let n = cells.n_past();
+    let mut out = Vec::with_capacity(64 + n * 4 + kv.layers.len() * n * (kv.k_dim + kv.v_dim) * 2);
+    out.extend_from_slice(MAGIC);
+    put32(&mut out, VERSION);
+    out.extend_from_slice(&fingerprint.to_le_bytes());
+    for v in [kv.layers.len(), kv.k_dim, kv.v_dim, n] {
+        put32(&mut out, v as u32);
+    }
+    cells.tokens.iter().for_each(|&t| put32(&mut out, t));
+    for il in 0..kv.layers.len() {
+        let lo = if kv.is_full(il) { 0 } else { cells.ring_lo.max(n.saturating_sub(kv.layers[il].cap)).min(n) };
+        put32(&mut out, lo as u32);
+        put32(&mut out, (n - lo) as u32);
+        for (rows, dim) in [(&kv.layers[il].k, kv.k_dim), (&kv.layers[il].v, kv.v_dim)] {
+            for p in lo..n {
+                let r = kv.row(il, slot, p);
+                rows[r * dim..(r + 1) * dim].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+            }
+        }
+    }
+    out
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+    what: &'a str,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.b.len()).ok_or_else(|| {
+            Error::InvalidRequest(format!("{}: truncated slot file (needs {} bytes at offset {}, has {})", self.what, n, self.at, self.b.len()))
+        })?;
+        let s = &self.b[self.at..end];
+        self.at = end;
+        Ok(s)
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let s = self.take(4)?;
+        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    }
+}
+
+/// Load bytes made by `save` into `slot`, replacing what it held. `what` names the
+/// source in errors (a file name). Nothing is changed when the bytes are refused.
+pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint: u64, bytes: &[u8], what: &str) -> Result<()> {
+    let bad = |m: String| Error::InvalidRequest(format!("{what}: {m}"));
+    let mut r = Reader { b: bytes, at: 0, what };
+    if r.take(8)? != MAGIC {
+        return Err(bad("not a llamars slot file (bad magic)".into()));
+    }
+    let version = r.u32()?;
+    if version != VERSION {
+        return Err(bad(format!("slot file version {version} is not supported (expected {VERSION})")));
+    }
+    let fp = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| bad("truncated".into()))?);
+    if fp != fingerprint {
+        return Err(bad("the slot was saved from a different model; load it with the model that wrote it".into()));
+    }
+    let (nl, kd, vd, n) = (r.u32()? as usize, r.u32()? as usize, r.u32()? as usize, r.u32()? as usize);
+    if nl != kv.layers.len() || kd != kv.k_dim || vd != kv.v_dim {
+        return Err(bad(format!("layout {nl} layers x ({kd}, {vd}) does not match this model's KV cache")));
+    }
+    if n > kv.slot_ctx {
+        return Err(bad(format!("the slot holds {n} tokens but this engine's slot context is {}", kv.slot_ctx)));
+    }
+    let toks = r.take(n * 4)?;
+    let tokens: Vec<u32> = toks.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    // Validate every layer header and length before writing anything.
+    let start = r.at;
+    let mut spans = Vec::with_capacity(nl);
+    for il in 0..nl {
+        let (lo, cnt) = (r.u32()? as usize, r.u32()? as usize);
+        if lo.checked_add(cnt) != Some(n) || cnt > kv.layers[il].cap {
+            return Err(bad(format!("layer {il}: rows [{lo}, {lo}+{cnt}) do not fit {n} tokens in {} rows", kv.layers[il].cap)));
+        }
+        if kv.is_full(il) && lo != 0 {
+            return Err(bad(format!("layer {il}: a full-attention layer must hold every position")));
+        }
+        r.take(cnt * (kd + vd) * 2)?;
+        spans.push((lo, cnt));
+    }
+    if r.at != bytes.len() {
+        return Err(bad(format!("{} trailing bytes after the KV rows", bytes.len() - r.at)));
+    }
+    r.at = start;
+    let mut ring_lo = 0;
+    for (il, &(lo, cnt)) in spans.iter().enumerate() {
+        r.take(8)?;
+        if !kv.is_full(il) {
+            ring_lo = ring_lo.max(lo);
+        }
+        for (is_k, dim) in [(true, kd), (false, vd)] {
+            let src = r.take(cnt * dim * 2)?;
+            for (i, p) in (lo..n).enumerate() {
+                let row = kv.row(il, slot, p);
+                let l = &mut kv.layers[il];
+                let dst = if is_k { &mut l.k } else { &mut l.v };
+                for (d, c) in dst[row * dim..(row + 1) * dim].iter_mut().zip(src[i * dim * 2..(i + 1) * dim * 2].chunks_exact(2)) {
+                    *d = u16::from_le_bytes([c[0], c[1]]);
+                }
+            }
+        }
+    }
+    cells.tokens = tokens;
+    cells.ring_lo = ring_lo;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn save_restore_roundtrip_and_refusals() {
+        let mut kv = KvStore::new(2, 16, &[16, 6], 2, 2).unwrap();
+        let mut cells = SeqCells::new(Some((6, 3)));
+        let k: Vec<f32> = (0..20).map(|i| i as f32).collect();
+        let v: Vec<f32> = (0..20).map(|i| -(i as f32)).collect();
+        for il in 0..2 {
+            kv.store(il, 0, 0, &k, &v, 10);
+        }
+        cells.push(&(100..110).collect::<Vec<u32>>());
+        let bytes = save(&kv, &cells, 0, 42);
+        let mut c2 = SeqCells::new(Some((6, 3)));
+        restore(&mut kv, &mut c2, 1, 42, &bytes, "t").unwrap();
+        assert_eq!(c2.tokens, cells.tokens);
+        assert_eq!(c2.ring_lo, 4);
+        for p in 0..10 {
+            let (a, b) = (kv.row(0, 0, p), kv.row(0, 1, p));
+            assert_eq!(kv.layers[0].k[a * 2..a * 2 + 2], kv.layers[0].k[b * 2..b * 2 + 2]);
+        }
+        for p in 4..10 {
+            let (a, b) = (kv.row(1, 0, p), kv.row(1, 1, p));
+            assert_eq!(kv.layers[1].v[a * 2..a * 2 + 2], kv.layers[1].v[b * 2..b * 2 + 2]);
+        }
+        assert!(restore(&mut kv, &mut c2, 1, 43, &bytes, "t").unwrap_err().to_string().contains("different model"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes[..bytes.len() - 3], "t").unwrap_err().to_string().contains("truncated"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, b"garbage!garbage!", "t").unwrap_err().to_string().contains("magic"));
+    }
+}
