@@ -128,6 +128,8 @@ impl Loop {
             }
             Cmd::Slot(id, action, tx) => {
                 let r = self.slot_action(id, action);
+                // the caller may read slots() right after the reply
+                self.publish();
                 let _ = tx.send(r);
             }
         }

@@ -1,0 +1,73 @@
+"""Server configuration: one msgspec Struct filled from llama-server's CLI flags and
+`LLAMA_ARG_*` environment variables (see `cli.py`); the app (`server/app.py`) reads it."""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import msgspec
+
+
+class SamplingDefaults(msgspec.Struct, kw_only=True):
+    """Server-wide defaults for request sampling fields (llama-server's sampling flags)."""
+
+    n_predict: int = -1
+    temperature: float = 0.8
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    seed: int = -1
+    n_probs: int = 0
+
+
+class ServerConfig(msgspec.Struct, kw_only=True):
+    # model and context
+    model: Optional[str] = None  # None: the default model (Gemma 3 270M package)
+    alias: Optional[str] = None
+    n_ctx: int = 0  # 0: the model's training context
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: Optional[int] = None
+    n_parallel: int = -1  # -1: auto (4)
+    n_keep: int = 0
+    # cache
+    cache_prompt: bool = True
+    cache_reuse: int = 0
+    cache_ram: int = 8192  # MiB; 0 off, -1 no limit
+    context_shift: bool = False
+    slot_prompt_similarity: float = 0.1
+    swa_full: bool = False
+    slot_save_path: Optional[str] = None
+    # network
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_prefix: str = ""
+    api_keys: List[str] = msgspec.field(default_factory=list)
+    ssl_key_file: Optional[str] = None
+    ssl_cert_file: Optional[str] = None
+    timeout: int = 3600
+    cors_origins: List[str] = msgspec.field(default_factory=lambda: ["*"])
+    cors_methods: List[str] = msgspec.field(default_factory=lambda: ["GET", "POST", "DELETE", "OPTIONS"])
+    cors_headers: List[str] = msgspec.field(default_factory=lambda: ["*"])
+    cors_credentials: bool = True
+    # endpoints
+    metrics: bool = False
+    props: bool = False
+    slots: bool = True
+    webui: bool = True
+    embedding: bool = False
+    pooling: Optional[str] = None
+    # chat
+    chat_template: Optional[str] = None
+    chat_template_file: Optional[str] = None
+    chat_template_kwargs: Dict[str, object] = msgspec.field(default_factory=dict)
+    jinja: bool = True
+    # devices (CPU only until the GPU backend lands)
+    n_gpu_layers: Optional[str] = None
+    device: Optional[str] = None
+    # logging
+    verbose: bool = False
+    log_disable: bool = False
+    sampling: SamplingDefaults = msgspec.field(default_factory=SamplingDefaults)
+
+    def resolved_parallel(self) -> int:
+        return 4 if self.n_parallel is None or self.n_parallel < 0 else max(1, self.n_parallel)

@@ -1,0 +1,1 @@
+"""msgspec request models, one module per API family (no logic here)."""

@@ -1,0 +1,72 @@
+"""llama.cpp server (native) request bodies."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Union
+
+import msgspec
+
+PromptPart = Union[int, str, List[Union[int, str]]]
+Prompt = Union[str, List[PromptPart]]
+
+
+class Sampling(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+    """Sampling fields shared by every generation route (llama.cpp names)."""
+
+    temperature: Optional[float] = None
+    top_k: Optional[int] = None
+    top_p: Optional[float] = None
+    min_p: Optional[float] = None
+    seed: Optional[int] = None
+    n_probs: Optional[int] = None
+    ignore_eos: bool = False
+    # accepted llama.cpp sampler fields; a value other than the neutral default is refused
+    # with 501 until the sampler chain implements it
+    repeat_penalty: Optional[float] = None
+    repeat_last_n: Optional[int] = None
+    presence_penalty: Optional[float] = None
+    frequency_penalty: Optional[float] = None
+    dry_multiplier: Optional[float] = None
+    xtc_probability: Optional[float] = None
+    typical_p: Optional[float] = None
+    top_n_sigma: Optional[float] = None
+    mirostat: Optional[int] = None
+    dynatemp_range: Optional[float] = None
+    grammar: Optional[str] = None
+    json_schema: Optional[Dict[str, Any]] = None
+    logit_bias: Optional[Union[Dict[str, Any], List[Any]]] = None
+    samplers: Optional[Union[List[str], str]] = None
+
+
+class CompletionRequest(Sampling, kw_only=True):
+    prompt: Prompt = ""
+    n_predict: Optional[int] = None
+    n_keep: int = 0
+    n_discard: int = 0
+    n_cmpl: int = 1
+    stop: Optional[Union[str, List[str]]] = None
+    stream: bool = False
+    cache_prompt: bool = True
+    id_slot: int = -1
+    return_tokens: bool = False
+    response_fields: Optional[List[str]] = None
+    timings_per_token: bool = False
+    return_progress: bool = False
+    t_max_predict_ms: int = 0
+    n_indent: int = 0
+    post_sampling_probs: bool = False
+    truncate: bool = False
+
+
+class TokenizeRequest(msgspec.Struct, kw_only=True):
+    content: str
+    add_special: bool = False
+    parse_special: bool = True
+    with_pieces: bool = False
+
+
+class DetokenizeRequest(msgspec.Struct, kw_only=True):
+    tokens: List[int]
+
+
+class SlotActionRequest(msgspec.Struct, kw_only=True):
+    filename: Optional[str] = None

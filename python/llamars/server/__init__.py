@@ -1,0 +1,1 @@
+"""llamars-server: a Litestar app that serves llama-server's and OpenAI's HTTP APIs."""

@@ -1,0 +1,62 @@
+"""create_app(config) → Litestar: the one place where routes, the engine service,
+errors, auth and CORS are wired. serve(config) runs it under uvicorn."""
+from __future__ import annotations
+
+from typing import Optional
+
+from litestar import Litestar, Router
+from litestar.config.cors import CORSConfig
+from litestar.di import Provide
+from litestar.openapi import OpenAPIConfig
+
+from .. import __version__
+from ..config import ServerConfig
+from ..engine import Engine
+from .auth import make_guard
+from .errors import HANDLERS
+from .routes import chat, completion, slots, status, tokenize
+from .service import Service
+
+
+def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
+    svc = Service(config, engine)
+    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES]
+    prefix = config.api_prefix.rstrip("/")
+    routes = [Router(path=prefix, route_handlers=handlers)] if prefix else handlers
+    cors = CORSConfig(
+        allow_origins=config.cors_origins,
+        allow_methods=config.cors_methods,
+        allow_headers=config.cors_headers,
+        allow_credentials=config.cors_credentials,
+    )
+    app = Litestar(
+        route_handlers=routes,
+        dependencies={"svc": Provide(lambda: svc, use_cache=True, sync_to_thread=False)},
+        exception_handlers=HANDLERS,
+        guards=[make_guard(config.api_keys, prefix)],
+        cors_config=cors,
+        on_startup=[svc.start_loading],
+        on_shutdown=[svc.close],
+        openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
+        request_max_body_size=32 * 1024 * 1024,
+        debug=False,
+    )
+    app.state.service = svc
+    return app
+
+
+def serve(config: ServerConfig) -> int:
+    import uvicorn
+
+    app = create_app(config)
+    kw = dict(log_level="info" if config.verbose else "warning", timeout_keep_alive=config.timeout)
+    if config.ssl_key_file or config.ssl_cert_file:
+        kw.update(ssl_keyfile=config.ssl_key_file, ssl_certfile=config.ssl_cert_file)
+    scheme = "https" if config.ssl_cert_file else "http"
+    if config.host.endswith(".sock"):
+        print(f"llamars-server: listening on unix:{config.host}", flush=True)
+        uvicorn.run(app, uds=config.host, **kw)
+    else:
+        print(f"llamars-server: listening on {scheme}://{config.host}:{config.port}", flush=True)
+        uvicorn.run(app, host=config.host, port=config.port, **kw)
+    return 0

@@ -1,0 +1,1 @@
+"""Route modules, one per API family; each exports ROUTES (handlers) for app.py."""

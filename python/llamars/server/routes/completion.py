@@ -1,0 +1,147 @@
+"""POST /completion (/completions): llama.cpp's native completion API, and
+POST /v1/completions: OpenAI's legacy completions."""
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+from litestar import Request, post
+
+from ...schemas.native import CompletionRequest
+from ...schemas.openai import OAICompletionRequest
+from .. import shapes
+from ..errors import ApiError
+from ..service import Service
+from ..sse import DONE, EventStream, event
+
+
+async def _collect(svc: Service, ids: list, kw: dict):
+    s = await svc.aengine.astream(ids, **kw)
+    try:
+        async for _ in s:
+            pass
+    finally:
+        await s.aclose()
+    return s.result
+
+
+def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
+    if data.n_cmpl < 1 or data.n_cmpl > 16:
+        raise ApiError(400, f"n_cmpl: must be within [1, 16], got {data.n_cmpl}")
+    if data.n_keep < -1:
+        raise ApiError(400, f"n_keep: must be >= -1, got {data.n_keep}")
+    if data.n_discard < 0:
+        raise ApiError(400, f"n_discard: must be >= 0, got {data.n_discard}")
+    if data.t_max_predict_ms < 0:
+        raise ApiError(400, f"t_max_predict_ms: must be >= 0, got {data.t_max_predict_ms}")
+    if data.n_indent != 0:
+        raise ApiError(501, "n_indent: indentation-based stopping is not supported yet", "not_supported_error")
+    return svc.gen_kwargs(
+        data,
+        n_predict=data.n_predict,
+        stop=data.stop,
+        cache_prompt=data.cache_prompt,
+        id_slot=data.id_slot if data.id_slot >= 0 else None,
+        n_keep=data.n_keep,
+        n_discard=data.n_discard,
+        truncate=data.truncate,
+    )
+
+
+@post(["/completion", "/completions"], status_code=200, summary="llama.cpp completion")
+async def completion(request: Request, data: CompletionRequest, svc: Service) -> object:
+    e = svc.need()
+    kw = _native_kwargs(svc, data)
+    prompts = [p for p in svc.prompts(data.prompt) for _ in range(data.n_cmpl)]
+    with_probs = kw["n_probs"] > 0
+    if not data.stream:
+        results = await asyncio.gather(*(_collect(svc, p, kw) for p in prompts))
+        out = [shapes.native_final(e, r, kw, svc.model_id, i, data.return_tokens, with_probs) for i, r in enumerate(results)]
+        if data.response_fields:
+            out = [shapes.pick_fields(o, data.response_fields) for o in out]
+        return out[0] if len(out) == 1 else out
+    if len(prompts) > 1:
+        raise ApiError(501, "streaming several prompts in one request is not supported yet; send one request per prompt", "not_supported_error")
+
+    async def chunks():
+        s = await svc.aengine.astream(prompts[0], **kw)
+        t0 = time.monotonic()
+        try:
+            async for c in s:
+                ev = {"index": 0, "content": c.text, "tokens": [c.token] if data.return_tokens and c.token is not None else [], "stop": False, "id_slot": -1}
+                if with_probs and c.token is not None:
+                    ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs)]
+                yield event(ev)
+                if data.t_max_predict_ms and (time.monotonic() - t0) * 1e3 > data.t_max_predict_ms:
+                    await s.aclose()
+                    return
+            fin = shapes.native_final(e, s.result, kw, svc.model_id, 0, False, False)
+            fin["content"] = ""
+            yield event(shapes.pick_fields(fin, data.response_fields) if data.response_fields else fin)
+        finally:
+            await s.aclose()
+
+    return EventStream(chunks())
+
+
+@post("/v1/completions", status_code=200, summary="OpenAI completions")
+async def oai_completions(request: Request, data: OAICompletionRequest, svc: Service) -> object:
+    e = svc.need()
+    if not 1 <= data.n <= 16:
+        raise ApiError(400, f"n: must be within [1, 16], got {data.n}")
+    if data.echo:
+        raise ApiError(501, "echo: returning the prompt is not supported yet", "not_supported_error")
+    if data.logprobs is not None and not 0 <= data.logprobs <= 20:
+        raise ApiError(400, f"logprobs: must be within [0, 20], got {data.logprobs}")
+    kw = svc.gen_kwargs(
+        data,
+        n_predict=data.max_tokens if data.max_tokens is not None else 16,
+        stop=data.stop,
+        n_probs=data.logprobs or 0,
+        cache_prompt=data.cache_prompt,
+        id_slot=data.id_slot if data.id_slot >= 0 else None,
+        n_keep=data.n_keep,
+    )
+    prompts = [p for p in svc.prompts(data.prompt) for _ in range(data.n)]
+    cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+    base = {"id": cid, "object": "text_completion", "created": created, "model": data.model or svc.model_id, "system_fingerprint": svc.fingerprint}
+
+    def logprobs_of(probs: list) -> dict:
+        return {
+            "tokens": [shapes.piece(e, p["id"])[0] for p in probs],
+            "token_logprobs": [p["logprob"] for p in probs],
+            "top_logprobs": [{shapes.piece(e, t["id"])[0]: t["logprob"] for t in p["top_logprobs"]} for p in probs],
+            "text_offset": [],
+        }
+
+    if not data.stream:
+        results = await asyncio.gather(*(_collect(svc, p, kw) for p in prompts))
+        choices = [
+            {"index": i, "text": r.text, "logprobs": logprobs_of(r.probs) if data.logprobs else None, "finish_reason": shapes.finish_reason(r)}
+            for i, r in enumerate(results)
+        ]
+        pt = sum(len(p) for p in prompts)
+        ct = sum(len(r.tokens) for r in results)
+        return {**base, "choices": choices, "usage": shapes.usage(pt, ct)}
+    if len(prompts) > 1:
+        raise ApiError(501, "streaming with n > 1 or several prompts is not supported yet", "not_supported_error")
+
+    async def chunks():
+        s = await svc.aengine.astream(prompts[0], **kw)
+        try:
+            async for c in s:
+                if c.text:
+                    yield event({**base, "choices": [{"index": 0, "text": c.text, "logprobs": None, "finish_reason": None}]})
+            r = s.result
+            yield event({**base, "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": shapes.finish_reason(r)}]})
+            if data.stream_options and data.stream_options.include_usage:
+                yield event({**base, "choices": [], "usage": shapes.usage(len(prompts[0]), len(r.tokens))})
+            yield DONE
+        finally:
+            await s.aclose()
+
+    return EventStream(chunks())
+
+
+ROUTES = [completion, oai_completions]

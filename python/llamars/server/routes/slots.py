@@ -1,0 +1,91 @@
+"""GET /slots, POST /slots/{id}?action=save|restore|erase, GET /metrics (Prometheus)."""
+from __future__ import annotations
+
+import asyncio
+
+from litestar import get, post
+from litestar.response import Response
+
+from ...schemas.native import SlotActionRequest
+from ..errors import ApiError, error_response
+from ..service import Service
+
+
+@get("/slots", sync_to_thread=False)
+def slots(svc: Service, fail_on_no_slot: int = 0) -> Response:
+    if not svc.config.slots:
+        return error_response(501, "this server does not expose slots; start it without --no-slots", "not_supported_error")
+    e = svc.need()
+    out = []
+    for s in e.slots():
+        out.append(
+            {
+                "id": s["id"],
+                "id_task": s["id_task"] if s["id_task"] is not None else -1,
+                "n_ctx": s["n_ctx"],
+                "speculative": False,
+                "is_processing": s["is_processing"],
+                "n_cached": s["n_cached"],
+                "n_prompt_tokens": s["n_prompt_tokens"],
+                "next_token": [
+                    {
+                        "has_next_token": s["is_processing"],
+                        "n_remain": -1 if s["n_remain"] is None else s["n_remain"],
+                        "n_decoded": s["n_decoded"],
+                    }
+                ],
+            }
+        )
+    if fail_on_no_slot and all(x["is_processing"] for x in out):
+        return error_response(503, "no slot available", "unavailable_error")
+    return Response(out)
+
+
+@post("/slots/{id_slot:int}", status_code=200)
+async def slot_action(svc: Service, id_slot: int, action: str, data: SlotActionRequest | None = None) -> dict:
+    e = svc.need()
+    if not 0 <= id_slot < e.n_parallel:
+        raise ApiError(400, f"id_slot: slot {id_slot} does not exist (0..{e.n_parallel - 1})")
+    filename = data.filename if data else None
+    if action in ("save", "restore") and not filename:
+        raise ApiError(400, f"filename: required to {action} a slot")
+    if action == "save":
+        r = await asyncio.to_thread(e.slot_save, id_slot, filename)
+        return {"id_slot": id_slot, "filename": filename, "n_saved": r["n_tokens"], "n_written": r["n_bytes"], "timings": {"save_ms": r["ms"]}}
+    if action == "restore":
+        r = await asyncio.to_thread(e.slot_restore, id_slot, filename)
+        return {"id_slot": id_slot, "filename": filename, "n_restored": r["n_tokens"], "n_read": r["n_bytes"], "timings": {"restore_ms": r["ms"]}}
+    if action == "erase":
+        r = await asyncio.to_thread(e.slot_erase, id_slot)
+        return {"id_slot": id_slot, "n_erased": r["n_tokens"]}
+    raise ApiError(400, f"action: must be save, restore or erase, got {action!r}")
+
+
+@get("/metrics", sync_to_thread=False)
+def metrics(svc: Service) -> Response:
+    if not svc.config.metrics:
+        return error_response(501, "metrics are disabled; start the server with --metrics", "not_supported_error")
+    m = svc.need().metrics()
+    pt, ps = m["prompt_tokens_total"], m["prompt_seconds_total"]
+    gt, gs = m["tokens_predicted_total"], m["tokens_predicted_seconds_total"]
+    rows = [
+        ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", pt),
+        ("counter", "prompt_seconds_total", "Prompt process time", ps),
+        ("counter", "tokens_predicted_total", "Number of generation tokens processed.", gt),
+        ("counter", "tokens_predicted_seconds_total", "Predict process time", gs),
+        ("counter", "n_decode_total", "Total number of llama_decode() calls", m["n_decode_total"]),
+        ("counter", "n_tokens_max", "Largest observed n_tokens.", m["kv_cache_tokens"]),
+        ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
+         m["n_busy_slots_total"] / m["n_decode_total"] if m["n_decode_total"] else 0.0),
+        ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s.", pt / ps if ps else 0.0),
+        ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.", gt / gs if gs else 0.0),
+        ("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", m["kv_cache_usage_ratio"]),
+        ("gauge", "kv_cache_tokens", "KV-cache tokens.", m["kv_cache_tokens"]),
+        ("gauge", "requests_processing", "Number of requests processing.", m["requests_processing"]),
+        ("gauge", "requests_deferred", "Number of requests deferred.", m["requests_deferred"]),
+    ]
+    text = "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {t}\nllamacpp:{n} {v}\n" for t, n, h, v in rows)
+    return Response(text, media_type="text/plain; version=0.0.4")
+
+
+ROUTES = [slots, slot_action, metrics]

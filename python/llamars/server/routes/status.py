@@ -1,0 +1,110 @@
+"""GET /health, /v1/health, /props (POST with --props), /v1/models, /models, /lora-adapters."""
+from __future__ import annotations
+
+from litestar import get, post
+from litestar.response import Response
+
+from ... import __version__
+from ..errors import ApiError, error_response
+from ..service import Service
+
+
+@get(["/health", "/v1/health"], sync_to_thread=False)
+def health(svc: Service) -> Response:
+    if svc.error:
+        return error_response(500, f"the model failed to load: {svc.error}", "server_error")
+    if not svc.ready:
+        return error_response(503, "Loading model", "unavailable_error")
+    return Response({"status": "ok"})
+
+
+@get("/props", sync_to_thread=False)
+def props(svc: Service) -> dict:
+    e = svc.need()
+    i = e.info
+    d = svc.config.sampling
+    return {
+        "default_generation_settings": {
+            "id": 0,
+            "n_ctx": e.n_ctx_slot,
+            "speculative": False,
+            "is_processing": False,
+            "params": {
+                "n_predict": d.n_predict,
+                "seed": d.seed,
+                "temperature": d.temperature,
+                "top_k": d.top_k,
+                "top_p": d.top_p,
+                "min_p": d.min_p,
+                "n_probs": d.n_probs,
+                "n_keep": svc.config.n_keep,
+                "stream": False,
+                "cache_prompt": svc.config.cache_prompt,
+                "samplers": ["top_k", "top_p", "min_p", "temperature"],
+            },
+        },
+        "total_slots": e.n_parallel,
+        "model_alias": svc.model_id,
+        "model_path": i["path"],
+        "modalities": {"vision": False, "audio": False},
+        "chat_template": svc.template.source if svc.template is not None else "",
+        "bos_token": e.token_to_piece(i["bos"]).decode("utf-8", "replace") if i.get("bos") is not None else "",
+        "eos_token": e.token_to_piece(i["eos"]).decode("utf-8", "replace") if i.get("eos") is not None else "",
+        "build_info": f"llamars {__version__}",
+        "is_sleeping": False,
+    }
+
+
+@post("/props", status_code=200)
+async def set_props(svc: Service, data: dict) -> dict:
+    if not svc.config.props:
+        raise ApiError(501, "changing server properties is disabled; start the server with --props", "not_supported_error")
+    unknown = set(data) - {"n_predict", "temperature", "top_k", "top_p", "min_p", "seed", "n_probs"}
+    if unknown:
+        raise ApiError(400, f"props: cannot change {', '.join(sorted(unknown))}")
+    d = svc.config.sampling
+    for k, v in data.items():
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise ApiError(400, f"{k}: must be a number")
+        setattr(d, k, type(getattr(d, k))(v))
+    return {"success": True}
+
+
+@get(["/v1/models", "/models"], sync_to_thread=False)
+def models(svc: Service) -> dict:
+    e = svc.need()
+    i = e.info
+    return {
+        "object": "list",
+        "data": [
+            {
+                "id": svc.model_id,
+                "object": "model",
+                "created": svc.created,
+                "owned_by": "llamars",
+                "meta": {
+                    "vocab_type": 1,
+                    "n_vocab": i["n_vocab"],
+                    "n_ctx_train": i["n_ctx_train"],
+                    "n_embd": i["n_embd"],
+                    "n_params": i["n_params"],
+                    "size": i["size"],
+                },
+            }
+        ],
+    }
+
+
+@get("/lora-adapters", sync_to_thread=False)
+def lora_list() -> list:
+    return []
+
+
+@post("/lora-adapters", status_code=200)
+async def lora_set(data: list) -> list:
+    if data:
+        raise ApiError(400, "id: no LoRA adapters are loaded")
+    return []
+
+
+ROUTES = [health, props, set_props, models, lora_list, lora_set]

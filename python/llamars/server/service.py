@@ -1,0 +1,202 @@
+"""What every route shares: the loaded engine (loaded in the background so /health can
+answer 503 meanwhile), the chat template, and request fields → engine parameters."""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import List, Optional
+
+from .. import __version__
+from ..async_engine import AsyncEngine
+from ..config import ServerConfig
+from ..engine import Engine
+from ..schemas.native import Prompt, Sampling
+from .errors import ApiError
+
+# neutral values of sampler fields the engine does not implement yet
+_NEUTRAL = {
+    "repeat_penalty": (1.0,),
+    "repeat_last_n": None,  # only matters with a penalty
+    "presence_penalty": (0.0,),
+    "frequency_penalty": (0.0,),
+    "dry_multiplier": (0.0,),
+    "xtc_probability": (0.0,),
+    "typical_p": (1.0,),
+    "top_n_sigma": (-1.0, 0.0),
+    "mirostat": (0,),
+    "dynatemp_range": (0.0,),
+    "grammar": ("",),
+    "json_schema": ({},),
+    "logit_bias": ({}, []),
+    "samplers": None,
+}
+
+
+class Service:
+    def __init__(self, config: ServerConfig, engine: Optional[Engine] = None) -> None:
+        self.config = config
+        self.engine: Optional[Engine] = engine
+        self.aengine: Optional[AsyncEngine] = AsyncEngine(engine=engine) if engine else None
+        self.error: Optional[str] = None
+        self.template = None
+        self.created = int(time.time())
+        self.fingerprint = f"llamars-{__version__}"
+        self._loader: Optional[threading.Thread] = None
+        if engine is not None:
+            self._after_load()
+
+    # ------------------------------------------------------------ loading
+    def start_loading(self) -> None:
+        if self.engine is None and self._loader is None:
+            self._loader = threading.Thread(target=self._load, name="llamars-load", daemon=True)
+            self._loader.start()
+
+    def _load(self) -> None:
+        c = self.config
+        try:
+            eng = Engine(
+                c.model,
+                n_ctx=c.n_ctx,
+                n_threads=c.n_threads,
+                n_batch=c.n_batch,
+                n_ubatch=c.n_ubatch,
+                n_parallel=c.resolved_parallel(),
+                slot_prompt_similarity=c.slot_prompt_similarity,
+                cache_reuse=c.cache_reuse,
+                cache_ram=c.cache_ram,
+                context_shift=c.context_shift,
+                slot_save_path=c.slot_save_path,
+                swa_full=c.swa_full,
+            )
+        except Exception as exc:  # reported by /health and the log
+            self.error = f"{type(exc).__name__}: {exc}"
+            print(f"llamars-server: failed to load the model: {self.error}", flush=True)
+            return
+        self.engine = eng
+        self._after_load()
+        self.aengine = AsyncEngine(engine=eng)
+        print(f"llamars-server: model loaded: {eng!r}", flush=True)
+
+    def _after_load(self) -> None:
+        from ..chat.templates import select_template
+
+        e = self.engine
+        assert e is not None
+        c = self.config
+        bos = e.token_to_piece(e.info["bos"]).decode("utf-8", "replace") if e.info.get("bos") is not None else ""
+        eos = e.token_to_piece(e.info["eos"]).decode("utf-8", "replace") if e.info.get("eos") is not None else ""
+        self.template = select_template(
+            gguf_template=e.info.get("chat_template"),
+            arch=e.arch,
+            override_name=c.chat_template,
+            override_file=c.chat_template_file,
+            bos_token=bos,
+            eos_token=eos,
+            tokenizer_adds_bos=bool(e.info.get("add_bos")),
+        )
+        self.bos_text = bos
+
+    def close(self) -> None:
+        if self.aengine is not None:
+            self.aengine.close()
+        if self.engine is not None:
+            self.engine.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.engine is not None and self.aengine is not None
+
+    def need(self) -> Engine:
+        if self.engine is None or self.aengine is None:
+            if self.error:
+                raise ApiError(500, f"the model failed to load: {self.error}", "server_error")
+            raise ApiError(503, "Loading model", "unavailable_error")
+        return self.engine
+
+    @property
+    def model_id(self) -> str:
+        return self.config.alias or (self.config.model or "")
+
+    # ------------------------------------------------------------ requests
+    def prompts(self, prompt: Prompt) -> List[List[int]]:
+        """llama.cpp's prompt forms: a string, token ids, a mixed list (one prompt), or a
+        list of strings / token lists (several prompts)."""
+        e = self.need()
+        if isinstance(prompt, str):
+            return [e.tokenize(prompt, add_special=True, parse_special=True)]
+        if not prompt:
+            raise ApiError(400, "prompt: must not be empty")
+        if all(isinstance(p, str) for p in prompt) and len(prompt) > 1 or any(isinstance(p, list) for p in prompt):
+            return [self._one(p if isinstance(p, list) else [p]) for p in prompt]
+        return [self._one(prompt)]
+
+    def _one(self, parts: list) -> List[int]:
+        e = self.need()
+        out: List[int] = []
+        for i, p in enumerate(parts):
+            if isinstance(p, str):
+                out += e.tokenize(p, add_special=(i == 0), parse_special=True)
+            elif isinstance(p, int) and not isinstance(p, bool):
+                if not 0 <= p < e.n_vocab:
+                    raise ApiError(400, f"prompt: token id {p} is out of range [0, {e.n_vocab})")
+                out.append(p)
+            else:
+                raise ApiError(400, f"prompt: items must be strings or token ids, got {type(p).__name__}")
+        if not out:
+            raise ApiError(400, "prompt: must not be empty")
+        return out
+
+    def gen_kwargs(self, r: Sampling, *, n_predict: Optional[int], stop, n_probs: Optional[int] = None, **extra) -> dict:
+        for name, neutral in _NEUTRAL.items():
+            v = getattr(r, name)
+            if v is None or neutral is None:
+                if neutral is None and v is not None and name == "samplers":
+                    raise ApiError(501, f"{name}: custom sampler order is not supported yet", "not_supported_error")
+                continue
+            if v not in neutral:
+                raise ApiError(501, f"{name}: this sampler is not supported yet; leave it unset", "not_supported_error")
+        d = self.config.sampling
+        if n_predict is None:
+            n_predict = d.n_predict
+        if n_predict < -1:
+            raise ApiError(400, f"n_predict: must be >= -1, got {n_predict}")
+        seed = r.seed if r.seed is not None else d.seed
+        stop_list = [stop] if isinstance(stop, str) else list(stop or [])
+        if len(stop_list) > 64:
+            raise ApiError(400, "stop: at most 64 stop strings")
+        np_ = n_probs if n_probs is not None else (r.n_probs if r.n_probs is not None else d.n_probs)
+        return dict(
+            max_tokens=None if n_predict == -1 else n_predict,
+            stop=stop_list,
+            temperature=r.temperature if r.temperature is not None else d.temperature,
+            top_k=r.top_k if r.top_k is not None else d.top_k,
+            top_p=r.top_p if r.top_p is not None else d.top_p,
+            min_p=r.min_p if r.min_p is not None else d.min_p,
+            seed=None if seed is None or seed < 0 else seed,
+            ignore_eos=r.ignore_eos,
+            n_probs=np_,
+            **extra,
+        )
+
+    def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
+        self.need()
+        kw = {**self.config.chat_template_kwargs, **(kwargs or {})}
+        msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
+        return self.template.render(msgs, add_generation_prompt=add_generation_prompt, **kw)
+
+    def chat_prompt_ids(self, text: str) -> List[int]:
+        e = self.need()
+        # the template may already spell out BOS; do not add a second one
+        add = not (self.bos_text and text.startswith(self.bos_text))
+        return e.tokenize(text, add_special=add, parse_special=True)
+
+
+def _struct_dict(s) -> dict:
+    import msgspec
+
+    return msgspec.structs.asdict(s)
+
+
+def model_path_id(path: str) -> str:
+    return os.path.basename(path) if path else ""

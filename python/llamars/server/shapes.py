@@ -1,0 +1,103 @@
+"""Response bodies in llama.cpp's shapes, built from engine results (no I/O here)."""
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ..engine import Engine, GenerationResult
+
+
+def timings(r: GenerationResult) -> dict:
+    t = r.timings
+    return {
+        "cache_n": r.tokens_cached,
+        "prompt_n": t.prompt_n,
+        "prompt_ms": t.prompt_ms,
+        "prompt_per_token_ms": t.prompt_ms / t.prompt_n if t.prompt_n else 0.0,
+        "prompt_per_second": t.prompt_per_second,
+        "predicted_n": t.predicted_n,
+        "predicted_ms": t.predicted_ms,
+        "predicted_per_token_ms": t.predicted_ms / t.predicted_n if t.predicted_n else 0.0,
+        "predicted_per_second": t.predicted_per_second,
+    }
+
+
+def piece(e: Engine, tok: int) -> tuple:
+    b = e.token_to_piece(tok, special=True)
+    return b.decode("utf-8", "replace"), list(b)
+
+
+def probs(e: Engine, tok: int, logprob: float, top: list) -> dict:
+    text, bs = piece(e, tok)
+    return {
+        "id": tok,
+        "token": text,
+        "bytes": bs,
+        "logprob": logprob,
+        "top_logprobs": [{"id": i, "token": piece(e, i)[0], "bytes": piece(e, i)[1], "logprob": lp} for i, lp in top],
+    }
+
+
+def settings(kw: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> dict:
+    return {
+        "n_predict": -1 if kw["max_tokens"] is None else kw["max_tokens"],
+        "seed": kw["seed"] if kw["seed"] is not None else -1,
+        "temperature": kw["temperature"],
+        "top_k": kw["top_k"],
+        "top_p": kw["top_p"],
+        "min_p": kw["min_p"],
+        "n_probs": kw["n_probs"],
+        "ignore_eos": kw["ignore_eos"],
+        "stop": kw["stop"],
+        "n_keep": kw.get("n_keep", 0),
+        "n_discard": kw.get("n_discard", 0),
+        "cache_prompt": kw.get("cache_prompt", True),
+        "id_slot": kw.get("id_slot") if kw.get("id_slot") is not None else -1,
+        "samplers": ["top_k", "top_p", "min_p", "temperature"],
+        "model": model,
+        "n_ctx": n_ctx,
+        **(extra or {}),
+    }
+
+
+def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: int, return_tokens: bool, with_probs: bool) -> dict:
+    out = {
+        "index": index,
+        "content": r.text,
+        "tokens": r.tokens if return_tokens else [],
+        "id_slot": r.id_slot,
+        "stop": True,
+        "model": model,
+        "tokens_predicted": len(r.tokens),
+        "tokens_evaluated": r.tokens_evaluated,
+        "generation_settings": settings(kw, model, e.n_ctx_slot),
+        "prompt": e.detokenize(r.prompt_tokens),
+        "has_new_line": "\n" in r.text,
+        "truncated": r.truncated,
+        "stop_type": r.stop_reason,
+        "stopping_word": r.stopping_word,
+        "tokens_cached": r.tokens_cached,
+        "timings": timings(r),
+    }
+    if with_probs:
+        out["completion_probabilities"] = [probs(e, p["id"], p["logprob"], [(t["id"], t["logprob"]) for t in p["top_logprobs"]]) for p in r.probs]
+    return out
+
+
+def pick_fields(obj: dict, fields: List[str]) -> dict:
+    """llama.cpp's response_fields: keep these (paths like a/b are unnested to b)."""
+    out = {}
+    for f in fields:
+        cur = obj
+        for part in f.split("/"):
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if cur is not None:
+            out[f.split("/")[-1]] = cur
+    return out
+
+
+def finish_reason(r: GenerationResult) -> str:
+    return "length" if r.stop_reason == "limit" else "stop"
+
+
+def usage(prompt_n: int, completion_n: int) -> dict:
+    return {"prompt_tokens": prompt_n, "completion_tokens": completion_n, "total_tokens": prompt_n + completion_n}
