@@ -293,3 +293,40 @@ def test_ram_prompt_cache_brings_back_an_evicted_prompt(model_path):
     assert a2.tokens_cached == len(a_ids) - 1 and a2.tokens == a.tokens
     assert e.metrics()["prompt_cache_hits"] == 1
     e.close()
+
+
+def test_context_shift_with_sliding_window_ring(model_path):
+    """A shift on a sequence longer than Gemma 3's window. The ring layers no longer hold
+    the kept prefix (llama.cpp's non-full SWA cache drops it too), so after the shift
+    the local layers attend to what the ring holds; before it, ring and full caches agree."""
+    kw = dict(n_ctx=640, n_ubatch=32, context_shift=True)
+    ring = Engine(model_path, **kw)
+    full = Engine(model_path, swa_full=True, **kw)
+    ids = ring.tokenize(" ".join(f"step {i} is done." for i in range(85)))
+    assert 560 < len(ids) < 620
+    a = ring.generate(ids, max_tokens=80, temperature=0.0, ignore_eos=True, n_keep=8)
+    b = full.generate(ids, max_tokens=80, temperature=0.0, ignore_eos=True, n_keep=8)
+    assert len(a.tokens) == 80 and len(b.tokens) == 80 and not a.truncated
+    n_before = 640 - len(ids)  # tokens sampled before the first shift
+    assert a.tokens[:n_before] == b.tokens[:n_before]
+    assert ring.slots()[0]["n_cached"] == full.slots()[0]["n_cached"] < 640 - 200
+    # the shifted ring sequence keeps generating text, not noise: it repeats the pattern
+    assert "done" in a.text[len(ring.detokenize(a.tokens[:n_before])):]
+    ring.close()
+    full.close()
+
+
+def test_cache_reuse_shifts_matching_chunks_into_place(model_path):
+    e = Engine(model_path, n_ctx=1024, cache_reuse=8, swa_full=True)
+    x = e.tokenize(" ".join(f"alpha {i}" for i in range(40)))
+    y = e.tokenize(" ".join(f"omega {i}" for i in range(40)), add_special=False)
+    e.generate(x + y, max_tokens=2, temperature=0.0)
+    r = e.generate(x[:20] + y, max_tokens=4, temperature=0.0)
+    # the common prefix (20) plus the chunk y moved down over the removed part of x
+    assert r.tokens_cached == 20 + len(y) - 1
+    assert r.timings.prompt_n == 1 and len(r.tokens) == 4
+    off = Engine(model_path, n_ctx=1024, swa_full=True)
+    off.generate(x + y, max_tokens=2, temperature=0.0)
+    assert off.generate(x[:20] + y, max_tokens=1, temperature=0.0).tokens_cached == 20
+    e.close()
+    off.close()

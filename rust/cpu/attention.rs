@@ -32,12 +32,15 @@ unsafe impl Sync for SendPtr {}
 pub struct QueryPos {
     pub slot: usize,
     pub pos: usize,
+    /// Lowest key position a sliding-window ring still holds for this sequence (keys
+    /// below it were overwritten, e.g. after a context shift); ignored for full layers.
+    pub ring_lo: usize,
 }
 
 /// q: [n_tokens, n_head*head_dim]; k, v: cache rows (f16) [n_slots*cap, n_head_kv*head_dim]
 /// where key position j of slot s sits in row s*cap + j % cap (cap = slot size for full
 /// layers, the ring size for sliding-window ones); query t sees its slot's keys up to
-/// queries[t].pos; out: [n_tokens, n_head*v_head_dim].
+/// queries[t].pos (from queries[t].ring_lo on when `ring`); out: [n_tokens, n_head*v_head_dim].
 #[allow(clippy::too_many_arguments)]
 pub fn attention(
     pool: &ThreadPool,
@@ -46,6 +49,7 @@ pub fn attention(
     k: &[u16],
     v: &[u16],
     cap: usize,
+    ring: bool,
     queries: &[QueryPos],
     out: &mut [f32],
 ) {
@@ -57,12 +61,13 @@ pub fn attention(
     pool.run(n_tokens * s.n_head_kv, |task| {
         let optr = optr;
         let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
-        let QueryPos { slot, pos } = queries[t];
+        let QueryPos { slot, pos, ring_lo } = queries[t];
         let row = |j: usize| slot * cap + j % cap;
         let start = match s.window {
             Some(w) if w > 0 => (pos + 1).saturating_sub(w),
             _ => 0,
         };
+        let start = if ring { start.max(ring_lo.min(pos)) } else { start };
         let n_keys = pos + 1 - start;
         // Q of the group's heads, rounded to f16 (ggml converts Q to K's type)   [group, hd]
         let h0 = g * group;

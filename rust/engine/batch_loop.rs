@@ -292,7 +292,7 @@ impl Loop {
                 self.context_shift(si);
             }
             let s = &self.slots[si];
-            self.spans.push(Span { slot: si, pos0: s.cells.n_past(), n: 1, logits: LogitRows::Last });
+            self.spans.push(Span { slot: si, pos0: s.cells.n_past(), n: 1, logits: LogitRows::Last, ring_lo: s.cells.ring_lo });
             self.tokens.push(pending);
             budget -= 1;
         }
@@ -312,7 +312,7 @@ impl Loop {
                 continue;
             }
             let logits = if take == left { LogitRows::Last } else { LogitRows::None };
-            self.spans.push(Span { slot: si, pos0: n_past, n: take, logits });
+            self.spans.push(Span { slot: si, pos0: n_past, n: take, logits, ring_lo: s.cells.ring_lo });
             self.tokens.extend_from_slice(&t.prompt[n_past..n_past + take]);
             budget -= take;
         }

@@ -107,7 +107,7 @@ impl Engine {
                 LogitRows::Last if last => LogitRows::Last,
                 _ => LogitRows::None,
             };
-            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: r };
+            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: r, ring_lo: 0 };
             let logits = self.model.forward(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
             out.extend_from_slice(logits);
             s.cells.push(chunk);

@@ -22,6 +22,8 @@ pub struct Span {
     pub pos0: usize,
     pub n: usize,
     pub logits: LogitRows,
+    /// The slot's `SeqCells::ring_lo` (0 when every key is held).
+    pub ring_lo: usize,
 }
 
 /// Preallocated activations for up to `cap` tokens; grows only when a larger batch arrives.
@@ -107,7 +109,7 @@ impl Model {
         st.sel.clear();
         for sp in spans {
             let t0 = st.queries.len();
-            st.queries.extend((sp.pos0..sp.pos0 + sp.n).map(|pos| QueryPos { slot: sp.slot, pos }));
+            st.queries.extend((sp.pos0..sp.pos0 + sp.n).map(|pos| QueryPos { slot: sp.slot, pos, ring_lo: sp.ring_lo }));
             match sp.logits {
                 LogitRows::None => {}
                 LogitRows::Last => st.sel.push(t0 + sp.n - 1),
@@ -216,7 +218,8 @@ impl Model {
             softcap: 0.0,
         };
         let lkv = &kv.layers[il];
-        attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, lkv.cap, &st.queries, &mut st.attn);
+        let ring = !kv.is_full(il);
+        attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, lkv.cap, ring, &st.queries, &mut st.attn);
         // o = Wo · attn                                                  [n, e]
         let ad = c.n_head * vd;
         matmul(pool, &l.wo, &st.attn[..n * ad], n, &mut st.o, &mut st.scratch);
