@@ -105,12 +105,13 @@ def test_sliding_window_ring_matches_full_cache(model_path):
     # resuming just before the end is possible with the ring ...
     a2 = ring.generate(ids, max_tokens=4, temperature=0.0)
     assert a2.tokens_cached == len(ids) - 1 and a2.tokens == a.tokens[:4]
-    # ... but far back the ring no longer holds the window: a full re-evaluation
-    # (the full cache can resume anywhere), with identical results either way
+    # ... but far back the ring no longer holds the window: the ring resumes from a
+    # prompt-chunk checkpoint before the divergence (the full cache anywhere), with
+    # identical results either way
     short = ids[:300] + ring.tokenize(" and then", add_special=False)
     r = ring.generate(short, max_tokens=6, temperature=0.0, ignore_eos=True)
     f = full.generate(short, max_tokens=6, temperature=0.0, ignore_eos=True)
-    assert r.tokens_cached == 0 and f.tokens_cached == 300
+    assert 0 < r.tokens_cached <= 300 and r.tokens_cached % 128 == 0 and f.tokens_cached == 300
     assert r.tokens == f.tokens
     ring.close()
     full.close()
@@ -330,3 +331,23 @@ def test_cache_reuse_shifts_matching_chunks_into_place(model_path):
     assert off.generate(x[:20] + y, max_tokens=1, temperature=0.0).tokens_cached == 20
     e.close()
     off.close()
+
+
+def test_sliding_window_checkpoints_keep_far_back_prefix_reuse(model_path):
+    """After a long generation the ring no longer holds the window behind the prompt; a
+    new prompt diverging inside the old one resumes from the latest prompt-chunk
+    checkpoint before the divergence, with the same tokens as a full cache."""
+    ring = Engine(model_path, n_ctx=2048, n_ubatch=128)
+    full = Engine(model_path, n_ctx=2048, n_ubatch=128, swa_full=True)
+    ids = ring.tokenize(" ".join(f"entry {i} reads fine." for i in range(130)))
+    assert len(ids) > 800
+    ring.generate(ids, max_tokens=300, temperature=0.0, ignore_eos=True)
+    full.generate(ids, max_tokens=300, temperature=0.0, ignore_eos=True)
+    new = ids[:700] + ring.tokenize(" Something else entirely.", add_special=False)
+    r = ring.generate(new, max_tokens=10, temperature=0.0, ignore_eos=True)
+    f = full.generate(new, max_tokens=10, temperature=0.0, ignore_eos=True)
+    # chunks of 128 tokens: the last checkpoint at or before position 700 is at 640
+    assert r.tokens_cached == 640 and f.tokens_cached == 700
+    assert r.tokens == f.tokens
+    ring.close()
+    full.close()

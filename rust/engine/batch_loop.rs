@@ -8,10 +8,10 @@ use super::metrics::{Metrics, Snapshot};
 use super::prompt_cache::PromptCache;
 use super::request::{Event, Final, Request};
 use super::scheduler::{Cmd, SchedConfig, Shared};
-use super::slot::{choose, Slot, SlotInfo, Task};
+use super::slot::{choose, Slot, SlotInfo, Task, MAX_CHECKPOINTS};
 use super::Engine;
 use crate::error::{Error, Result};
-use crate::kv_cache::{persist, KvStore, SeqCells};
+use crate::kv_cache::{persist, Checkpoint, KvStore, SeqCells};
 use crate::model::{LogitRows, Span, State};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -42,7 +42,7 @@ impl Loop {
         let kv = KvStore::new(cfg.n_parallel, n_ctx_slot, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?;
         let ring = m.kv_ring(&kv);
         let slots = (0..cfg.n_parallel)
-            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None })
+            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, checkpoints: Vec::new() })
             .collect();
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, ..Metrics::default() };
         Ok(Loop {
@@ -205,18 +205,29 @@ impl Loop {
                 self.stash(si, reuse);
                 let entry = self.ram.take(idx);
                 let s = &mut self.slots[si];
+                s.checkpoints.clear();
                 if persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &entry.bytes, "prompt cache").is_err() {
-                    s.cells.clear();
+                    s.clear();
                 }
                 reuse = self.slots[si].cells.reusable_prefix(&prompt);
             } else {
                 self.stash(si, reuse);
             }
         }
+        // The ring forgot the window before the divergence: resume from the latest
+        // checkpoint taken at or before it instead of from the start.
+        let s = &mut self.slots[si];
+        let lcp = s.cells.common_prefix(&prompt).min(prompt.len().saturating_sub(1));
+        if cache_prompt && reuse < lcp {
+            if let Some(cp) = s.checkpoints.iter().filter(|c| c.pos > reuse && c.pos <= lcp).max_by_key(|c| c.pos) {
+                cp.restore(&mut self.kv, &mut s.cells, si);
+                reuse = cp.pos;
+            }
+        }
         if cache_prompt && self.cfg.cache_reuse > 0 && self.slots[si].cells.ring.is_none() {
             reuse = self.reuse_chunks(si, &prompt, reuse);
         }
-        self.slots[si].cells.truncate(reuse);
+        self.slots[si].truncate(reuse);
         let started = Instant::now();
         Ok(Task {
             dec: Decoder::new(req.params.gen.clone()),
@@ -244,6 +255,7 @@ impl Loop {
             let n = cached[head_c..].iter().zip(&prompt[head_p..limit]).take_while(|(a, b)| a == b).count();
             if n >= self.cfg.cache_reuse {
                 if head_c > head_p {
+                    s.checkpoints.clear();
                     self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, head_p, head_c - head_p);
                 }
                 head_p += n;
@@ -326,7 +338,7 @@ impl Loop {
             Err(e) => {
                 let msg = e.to_string();
                 for sp in std::mem::take(&mut self.spans) {
-                    self.slots[sp.slot].cells.clear();
+                    self.slots[sp.slot].clear();
                     self.release(sp.slot, Some(Error::InvalidRequest(format!("evaluation failed: {msg}"))));
                 }
                 return true;
@@ -343,6 +355,16 @@ impl Loop {
             s.cells.push(&self.tokens[off..off + sp.n]);
             off += sp.n;
             let Some(t) = s.task.as_mut() else { continue };
+            if t.pending.is_none() && s.cells.ring.is_some() {
+                // a prompt chunk ended here: remember the ring for later prompts
+                if let Some(cp) = Checkpoint::take(&self.kv, &s.cells, sp.slot) {
+                    if s.checkpoints.len() >= MAX_CHECKPOINTS {
+                        // keep the earliest (shared prefixes) and the newest
+                        s.checkpoints.remove(1.min(s.checkpoints.len() - 1));
+                    }
+                    s.checkpoints.push(cp);
+                }
+            }
             if sp.logits == LogitRows::None {
                 continue;
             }
@@ -381,6 +403,7 @@ impl Loop {
         let n_left = n_past - n_keep;
         let n_discard = if t.req.params.n_discard > 0 { t.req.params.n_discard.min(n_left) } else { n_left / 2 };
         self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, n_keep, n_discard);
+        s.checkpoints.clear();
     }
 
     /// End the task in slot `si`: the final event (or an error), counters, slot freed.

@@ -3,7 +3,7 @@
 //! is most similar to the new one (above a threshold), else the least recently used.
 use super::decode::Decoder;
 use super::request::Request;
-use crate::kv_cache::SeqCells;
+use crate::kv_cache::{Checkpoint, SeqCells};
 use std::time::Instant;
 
 pub struct Task {
@@ -38,6 +38,25 @@ pub struct Slot {
     /// Counters over the slot's life.
     pub n_decoded_last: usize,
     pub id_task_last: Option<u64>,
+    /// Sliding-window checkpoints taken at prompt chunk ends, oldest first.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// Checkpoints kept per slot.
+pub const MAX_CHECKPOINTS: usize = 8;
+
+impl Slot {
+    /// Cut what the slot holds to `p` tokens; checkpoints beyond p become stale.
+    pub fn truncate(&mut self, p: usize) {
+        self.cells.truncate(p);
+        self.checkpoints.retain(|c| c.pos <= p);
+    }
+
+    /// Forget everything the slot holds.
+    pub fn clear(&mut self) {
+        self.cells.clear();
+        self.checkpoints.clear();
+    }
 }
 
 /// Public view of a slot for `/slots` and `Engine.slots()`.
@@ -77,7 +96,7 @@ mod tests {
     fn slot(id: usize, toks: &[u32], last_used: u64) -> Slot {
         let mut cells = SeqCells::new(None);
         cells.push(toks);
-        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None }
+        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None, checkpoints: Vec::new() }
     }
 
     #[test]

@@ -39,12 +39,13 @@ impl Loop {
                 })?;
                 let s = &mut self.slots[si];
                 persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name)?;
+                s.checkpoints.clear();
                 Ok(SlotActionResult { id_slot: si, filename: name, n_tokens: s.cells.n_past(), n_bytes: bytes.len(), ms: ms(t0) })
             }
             SlotAction::Erase => {
                 let s = &mut self.slots[si];
                 let n = s.cells.n_past();
-                s.cells.clear();
+                s.clear();
                 Ok(SlotActionResult { id_slot: si, filename: String::new(), n_tokens: n, n_bytes: 0, ms: ms(t0) })
             }
         }

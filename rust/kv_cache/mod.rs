@@ -6,9 +6,11 @@
 //! `cap = min(slot_ctx, window + n_ubatch - 1)` rows (row = pos % cap), enough for the
 //! keys the newest `n_ubatch` queries can see — llama.cpp's non-`--swa-full` SWA cache.
 pub mod cells;
+pub mod checkpoint;
 pub mod persist;
 
 pub use cells::SeqCells;
+pub use checkpoint::Checkpoint;
 
 use crate::error::{Error, Result};
 use crate::quant::f16::f32_to_f16;
