@@ -4,29 +4,43 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from typing import Optional
 
 import httpx
 import uvicorn
 
 
 class LiveServer:
-    def __init__(self, app) -> None:
+    """`LiveServer(app).start()` serves `app` on 127.0.0.1:<free port>; `url` is its base URL.
+
+    With `ssl_certfile` (and `ssl_keyfile`) it serves HTTPS; other keyword arguments go to
+    `uvicorn.Config` unchanged."""
+
+    def __init__(self, app, *, ssl_certfile: Optional[str] = None, ssl_keyfile: Optional[str] = None, **config) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             self.port = s.getsockname()[1]
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", lifespan="on"))
+        scheme = "https" if ssl_certfile else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        if ssl_certfile:
+            config.update(ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile)
+        config.setdefault("log_level", "warning")
+        config.setdefault("lifespan", "on")
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port, **config))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
     def start(self, wait_healthy: bool = True, path: str = "/health") -> "LiveServer":
         self.thread.start()
         t = time.monotonic()
         while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("uvicorn exited before it started")
             if time.monotonic() - t > 30:
                 raise RuntimeError("uvicorn did not start")
             time.sleep(0.02)
         while wait_healthy:
-            r = httpx.get(self.url + path, timeout=5)
+            # a test certificate is self-signed: the health poll does not verify it
+            r = httpx.get(self.url + path, timeout=5, verify=False)
             if r.status_code == 200:
                 break
             if time.monotonic() - t > 120:

@@ -259,3 +259,24 @@ def test_health_reports_loading(model_path, monkeypatch):
     finally:
         gate.set()
         s.stop()
+
+
+def test_stream_progress_and_timings_per_token(client, engine):
+    prompt = " ".join(f"word{i}" for i in range(150))
+    body = {"prompt": prompt, "n_predict": 3, "temperature": 0, "stream": True, "return_progress": True, "timings_per_token": True, "cache_prompt": False}
+    with client.stream("POST", "/completion", json=body) as r:
+        events = [json.loads(x) for x in sse(r.read().decode())]
+    progress = [e["prompt_progress"] for e in events if "prompt_progress" in e]
+    n_prompt = len(engine.tokenize(prompt))
+    assert progress and progress[-1]["processed"] == progress[-1]["total"] == n_prompt
+    assert all(a["processed"] < b["processed"] for a, b in zip(progress, progress[1:]))
+    tokens = [e for e in events if "prompt_progress" not in e and not e["stop"]]
+    assert len(tokens) == 3 and all("timings" in t and t["timings"]["prompt_n"] == n_prompt for t in tokens)
+    assert tokens[-1]["timings"]["predicted_n"] == 3
+
+
+def test_streamed_request_beyond_context_gets_a_real_400(client):
+    r = client.post("/completion", json={"prompt": "x " * 3000, "stream": True})
+    assert r.status_code == 400 and r.json()["error"]["type"] == "exceed_context_size_error"
+    r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x " * 3000}], "stream": True})
+    assert r.status_code == 400

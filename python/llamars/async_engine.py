@@ -22,8 +22,10 @@ class AsyncStream:
     cancels the generation and frees its slot.
     """
 
-    def __init__(self, owner: "AsyncEngine", rid: int, queue: "asyncio.Queue") -> None:
+    def __init__(self, owner: "AsyncEngine", rid: int, queue: "asyncio.Queue", progress: bool = False) -> None:
         self._owner = owner
+        self._progress = progress
+        self.prompt_progress: Optional[dict] = None
         self.id = rid
         self._queue = queue
         self._done = False
@@ -37,6 +39,11 @@ class AsyncStream:
         if self._done:
             raise StopAsyncIteration
         kind, payload = await self._queue.get()
+        while kind == "progress":
+            self.prompt_progress = payload
+            if self._progress:
+                return Chunk(text="", token=None, progress=payload)
+            kind, payload = await self._queue.get()
         if kind == "token":
             token, text, logprob, top = payload
             if logprob is not None and token is not None:
@@ -139,7 +146,7 @@ class AsyncEngine:
             self._routes[rid] = (loop, queue)
             for ev in self._early.pop(rid, []):
                 queue.put_nowait(ev)
-        return AsyncStream(self, rid, queue)
+        return AsyncStream(self, rid, queue, progress=args[-1])
 
     async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; cancelling the awaiting task cancels the generation."""

@@ -22,6 +22,9 @@ class Chunk:
     token: Optional[int]
     logprob: Optional[float] = None
     top_logprobs: list = field(default_factory=list)
+    # prompt processing report (total, cache, processed, time_ms) when return_progress=True;
+    # such chunks carry no token
+    progress: Optional[dict] = None
 
 
 @dataclass
@@ -71,10 +74,13 @@ class Stream:
     generation and frees its slot.
     """
 
-    def __init__(self, req: "_core.Request") -> None:
+    def __init__(self, req: "_core.Request", progress: bool = False) -> None:
         self._req: Optional["_core.Request"] = req
         self.id: int = req.id
         self._probs: list = []
+        self._progress = progress
+        # the last prompt-processing report (set once the prompt is evaluated)
+        self.prompt_progress: Optional[dict] = None
         self.result: Optional[GenerationResult] = None
 
     def __iter__(self) -> "Stream":
@@ -93,6 +99,11 @@ class Stream:
                 self.result = _result(payload, self._probs)
                 self._req = None
                 raise StopIteration
+            if kind == "progress":
+                self.prompt_progress = payload
+                if self._progress:
+                    return Chunk(text="", token=None, progress=payload)
+                continue
             token, text, logprob, top = payload
             if logprob is not None and token is not None:
                 self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
@@ -231,6 +242,26 @@ class Engine:
         buf, n, nv = self._core.logits(list(ids))
         return np.frombuffer(buf, dtype=np.float32).reshape(n, nv)
 
+    def hidden_states(self, ids: Sequence[int]) -> np.ndarray:
+        """float32 [len(ids), n_embd]: final-normed hidden states, in a fresh context."""
+        buf, n, ne = self._core.hidden_states(list(ids))
+        return np.frombuffer(buf, dtype=np.float32).reshape(n, ne)
+
+    def embed(self, inputs, *, pooling: Optional[str] = None, normalize: float = 2) -> list:
+        """Embeddings of a str / token ids, or a list of them: one float32 array each,
+        [1, n_embd] when pooled (mean, cls, last) or [n_tokens, n_embd] for pooling
+        "none"; rows normalised as llama.cpp's embd_normalize (2 = Euclidean)."""
+        from . import embeddings as emb
+
+        pooling = pooling or emb.default_pooling(self.info.get("pooling_type"))
+        if pooling not in emb.POOLINGS:
+            raise InvalidRequestError(f"pooling must be one of {', '.join(emb.POOLINGS)}, got {pooling!r}")
+        single = isinstance(inputs, str) or (isinstance(inputs, (list, tuple)) and inputs and all(isinstance(t, int) for t in inputs))
+        items = [inputs] if single else list(inputs)
+        if not items:
+            raise InvalidRequestError("input: at least one text or token list is required")
+        return [emb.normalize(emb.pool(self.hidden_states(self._prompt_ids(x)), pooling), normalize) for x in items]
+
     def _prompt_ids(self, prompt: Prompt) -> list:
         if isinstance(prompt, str):
             return self.tokenize(prompt, add_special=True, parse_special=True)
@@ -265,6 +296,7 @@ class Engine:
             int(p["n_keep"]),
             int(p["n_discard"]),
             bool(p["truncate"]),
+            bool(p["return_progress"]),
         )
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
@@ -276,9 +308,11 @@ class Engine:
         is full), stop, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed,
         ignore_eos, n_probs, cache_prompt=True, id_slot, n_keep=0 (-1: whole prompt),
         n_discard=0 (0: half), truncate=False (cut an over-long prompt instead of
-        raising ContextOverflowError).
+        raising ContextOverflowError), return_progress=False (yield prompt-processing
+        chunks with `progress` set).
         """
-        return Stream(self._core.submit(*self._args(prompt, kwargs)))
+        args = self._args(prompt, kwargs)
+        return Stream(self._core.submit(*args), progress=args[-1])
 
     def generate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; same parameters as `stream`."""
@@ -339,4 +373,5 @@ _GEN_DEFAULTS = {
     "n_keep": 0,
     "n_discard": 0,
     "truncate": False,
+    "return_progress": False,
 }

@@ -6,7 +6,7 @@
 use super::decode::{Decoder, StopReason, Timings};
 use super::metrics::{Metrics, Snapshot};
 use super::prompt_cache::PromptCache;
-use super::request::{Event, Final, Request};
+use super::request::{Event, Final, Progress, Request};
 use super::scheduler::{Cmd, SchedConfig, Shared};
 use super::slot::{choose, Slot, SlotInfo, Task, MAX_CHECKPOINTS};
 use super::Engine;
@@ -355,6 +355,19 @@ impl Loop {
             s.cells.push(&self.tokens[off..off + sp.n]);
             off += sp.n;
             let Some(t) = s.task.as_mut() else { continue };
+            if t.pending.is_none() {
+                // a prompt chunk: report progress (always once the prompt is done)
+                let done = sp.logits != LogitRows::None;
+                if done || t.req.params.return_progress {
+                    let pr = Progress {
+                        total: t.n_prompt,
+                        cache: t.tokens_cached,
+                        processed: s.cells.n_past(),
+                        time_ms: t.started.elapsed().as_secs_f64() * 1e3,
+                    };
+                    t.req.sink.send(t.req.id, Event::Progress(pr));
+                }
+            }
             if t.pending.is_none() && s.cells.ring.is_some() {
                 // a prompt chunk ended here: remember the ring for later prompts
                 if let Some(cp) = Checkpoint::take(&self.kv, &s.cells, sp.slot) {

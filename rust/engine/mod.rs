@@ -81,8 +81,12 @@ impl Engine {
     }
 
     pub fn new_session(&self) -> Result<Session> {
+        self.session_of(self.config.n_ctx)
+    }
+
+    /// A private session holding `n_ctx` positions.
+    pub fn session_of(&self, n_ctx: usize) -> Result<Session> {
         let c = &self.model.config;
-        let n_ctx = self.config.n_ctx;
         let caps = self.model.kv_caps(n_ctx, self.config.n_batch, true);
         Ok(Session {
             kv: KvStore::new(1, n_ctx, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
@@ -117,12 +121,36 @@ impl Engine {
 
     /// Logits for every position of `tokens`, evaluated in a fresh context: [n, n_vocab].
     pub fn logits(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.check_len(tokens)?;
+        let mut s = self.session_of(tokens.len())?;
+        let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_vocab);
+        self.eval(&mut s, tokens, LogitRows::All, &mut out)?;
+        Ok(out)
+    }
+
+    fn check_len(&self, tokens: &[u32]) -> Result<()> {
         if tokens.is_empty() {
             return Err(Error::InvalidRequest("tokens: at least one token is required".into()));
         }
-        let mut s = self.new_session()?;
-        let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_vocab);
-        self.eval(&mut s, tokens, LogitRows::All, &mut out)?;
+        if tokens.len() > self.config.n_ctx {
+            return Err(Error::ContextOverflow { n_tokens: tokens.len(), n_ctx: self.config.n_ctx });
+        }
+        Ok(())
+    }
+
+    /// Final-normed hidden states of every position of `tokens`, evaluated in a fresh
+    /// context: [n, n_embd] (pooling and normalisation are up to the caller).
+    pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.check_len(tokens)?;
+        let mut s = self.session_of(tokens.len())?;
+        let e = self.model.config.n_embd;
+        let mut out = Vec::with_capacity(tokens.len() * e);
+        for chunk in tokens.chunks(self.config.n_batch) {
+            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: LogitRows::All, ring_lo: 0 };
+            let h = self.model.forward_hidden(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
+            out.extend_from_slice(h);
+            s.cells.push(chunk);
+        }
         Ok(out)
     }
 }

@@ -22,11 +22,13 @@ pub struct RequestParams {
     pub n_discard: usize,
     /// Cut an over-long prompt (keeping n_keep tokens) instead of refusing it.
     pub truncate: bool,
+    /// Report prompt processing after every chunk (the final report is always sent).
+    pub return_progress: bool,
 }
 
 impl RequestParams {
     pub fn new(prompt: Vec<u32>, gen: GenParams) -> RequestParams {
-        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false }
+        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false, return_progress: false }
     }
 }
 
@@ -49,9 +51,19 @@ pub struct Final {
     pub n_ctx: usize,
 }
 
+/// Prompt processing so far (llama.cpp's `prompt_progress`).
+#[derive(Debug, Clone)]
+pub struct Progress {
+    pub total: usize,
+    pub cache: usize,
+    pub processed: usize,
+    pub time_ms: f64,
+}
+
 #[derive(Debug)]
 pub enum Event {
     Token(TokenEvent),
+    Progress(Progress),
     Done(Box<Final>),
     Error(Error),
 }

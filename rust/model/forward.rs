@@ -76,6 +76,16 @@ impl Model {
     /// results do not depend on what it is batched with). K/V go into `kv`.
     /// Returns logits [rows, n_vocab] for the rows the spans ask for, in span order.
     pub fn forward<'s>(&self, pool: &ThreadPool, st: &'s mut State, kv: &mut KvStore, tokens: &[u32], spans: &[Span]) -> Result<&'s [f32]> {
+        self.run(pool, st, kv, tokens, spans, false)
+    }
+
+    /// Like `forward`, but returns the final-normed hidden states [rows, n_embd] of the
+    /// requested rows instead of logits (embeddings).
+    pub fn forward_hidden<'s>(&self, pool: &ThreadPool, st: &'s mut State, kv: &mut KvStore, tokens: &[u32], spans: &[Span]) -> Result<&'s [f32]> {
+        self.run(pool, st, kv, tokens, spans, true)
+    }
+
+    fn run<'s>(&self, pool: &ThreadPool, st: &'s mut State, kv: &mut KvStore, tokens: &[u32], spans: &[Span], hidden: bool) -> Result<&'s [f32]> {
         let c = &self.config;
         let n = tokens.len();
         if n == 0 {
@@ -139,6 +149,9 @@ impl Model {
                 st.x.copy_within(src..src + e, dst);
             }
             rms_norm(&mut st.x[dst..dst + e], &self.output_norm, c.rms_eps);
+        }
+        if hidden {
+            return Ok(&st.x[..nr * e]);
         }
         st.logits.resize(nr * c.n_vocab, 0.0);
         matmul(pool, &self.output, &st.x[..nr * e], nr, &mut st.logits, &mut st.scratch);

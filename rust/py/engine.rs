@@ -87,9 +87,19 @@ impl PyEngine {
         Ok((PyBytes::new(py, bytes), ids.len(), nv))
     }
 
+    /// Final-normed hidden states of every position as float32 bytes: (bytes, n_rows, n_embd).
+    fn hidden_states<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
+        let ids = self.check_ids(&ids, "ids")?;
+        let out = py.detach(|| self.inner.hidden_states(&ids)).map_err(to_py)?;
+        let ne = self.inner.model.config.n_embd;
+        // SAFETY: f32 has no padding or invalid bit patterns; viewing it as bytes is sound.
+        let bytes = unsafe { std::slice::from_raw_parts(out.as_ptr() as *const u8, out.len() * 4) };
+        Ok((PyBytes::new(py, bytes), ids.len(), ne))
+    }
+
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -108,17 +118,19 @@ impl PyEngine {
         n_keep: i64,
         n_discard: i64,
         truncate: bool,
+        return_progress: bool,
     ) -> PyResult<PyRequest> {
-        let p = self.params(
+        let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
+        p.return_progress = return_progress;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
     }
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -138,10 +150,12 @@ impl PyEngine {
         n_keep: i64,
         n_discard: i64,
         truncate: bool,
+        return_progress: bool,
     ) -> PyResult<u64> {
-        let p = self.params(
+        let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
+        p.return_progress = return_progress;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
 
@@ -251,6 +265,21 @@ impl PyEngine {
         d.set_item("eot", v.eot)?;
         d.set_item("add_bos", v.add_bos)?;
         d.set_item("chat_template", g.get("tokenizer.chat_template").and_then(|v| v.as_str()))?;
+        let fim = PyDict::new(py);
+        for (name, keys) in [
+            ("pre", &["tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"][..]),
+            ("suf", &["tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.suffix_token_id"][..]),
+            ("mid", &["tokenizer.ggml.fim_mid_token_id", "tokenizer.ggml.middle_token_id"][..]),
+            ("pad", &["tokenizer.ggml.fim_pad_token_id"][..]),
+            ("rep", &["tokenizer.ggml.fim_rep_token_id"][..]),
+            ("sep", &["tokenizer.ggml.fim_sep_token_id"][..]),
+        ] {
+            if let Some(id) = keys.iter().find_map(|k| g.get(k).and_then(|v| v.as_u64())).filter(|&id| (id as usize) < c.n_vocab) {
+                fim.set_item(name, id)?;
+            }
+        }
+        d.set_item("fim_tokens", fim)?;
+        d.set_item("pooling_type", g.get(&format!("{}.pooling_type", c.arch.name())).and_then(|v| v.as_u64()))?;
         let mut types: Vec<(String, usize)> = Vec::new();
         for t in &g.tensors {
             match types.iter_mut().find(|(n, _)| n == t.ty.name()) {
@@ -385,6 +414,14 @@ fn event_to_py(py: Python<'_>, ev: Event) -> PyResult<(&'static str, Py<PyAny>)>
             ("token", tup.into_py_any(py)?)
         }
         Event::Done(f) => ("done", final_dict(py, &f)?.into_any().unbind()),
+        Event::Progress(p) => {
+            let d = PyDict::new(py);
+            d.set_item("total", p.total)?;
+            d.set_item("cache", p.cache)?;
+            d.set_item("processed", p.processed)?;
+            d.set_item("time_ms", p.time_ms)?;
+            ("progress", d.into_any().unbind())
+        }
         Event::Error(e) => ("error", to_py(e).into_value(py).into_any()),
     })
 }
@@ -415,7 +452,7 @@ impl PyRequest {
             });
             match got {
                 Ok(ev) => {
-                    let done = !matches!(ev, Event::Token(_));
+                    let done = matches!(ev, Event::Done(_) | Event::Error(_));
                     if done {
                         self.finished.store(true, Ordering::Release);
                     }

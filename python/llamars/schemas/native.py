@@ -70,3 +70,22 @@ class DetokenizeRequest(msgspec.Struct, kw_only=True):
 
 class SlotActionRequest(msgspec.Struct, kw_only=True):
     filename: Optional[str] = None
+
+
+class EmbeddingRequest(msgspec.Struct, kw_only=True):
+    """/embedding (native): `content` (or `input`) as text, tokens, or a list of them."""
+
+    content: Optional[Union[str, List[Union[int, str, List[int]]]]] = None
+    input: Optional[Union[str, List[Union[int, str, List[int]]]]] = None
+    embd_normalize: float = 2
+
+
+class InfillExtra(msgspec.Struct, kw_only=True):
+    filename: str = ""
+    text: str = ""
+
+
+class InfillRequest(CompletionRequest, kw_only=True):
+    input_prefix: str = ""
+    input_suffix: str = ""
+    input_extra: List[InfillExtra] = msgspec.field(default_factory=list)

@@ -62,3 +62,11 @@ class ApplyTemplateRequest(msgspec.Struct, kw_only=True):
     messages: List[ChatMessage]
     add_generation_prompt: bool = True
     chat_template_kwargs: Optional[Dict[str, Any]] = None
+
+
+class OAIEmbeddingRequest(msgspec.Struct, kw_only=True):
+    input: Union[str, List[Union[int, str, List[int]]]]
+    model: Optional[str] = None
+    encoding_format: str = "float"
+    dimensions: Optional[int] = None
+    user: Optional[str] = None

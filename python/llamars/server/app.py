@@ -14,17 +14,23 @@ from ..config import ServerConfig
 from ..engine import Engine
 from .auth import make_guard
 from .errors import HANDLERS
-from .routes import chat, completion, slots, status, tokenize
+from .routes import chat, completion, embeddings, infill, slots, status, tokenize
 from .service import Service
 
 
 def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
     svc = Service(config, engine)
-    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES]
+    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES]
     prefix = config.api_prefix.rstrip("/")
     routes = [Router(path=prefix, route_handlers=handlers)] if prefix else handlers
+    origins, origin_regex = list(config.cors_origins), None
+    if config.cors_credentials and "*" in origins:
+        # browsers reject `Access-Control-Allow-Origin: *` together with credentials; as
+        # llama-server does, allow any origin by echoing the request's Origin back instead
+        origins, origin_regex = [], ".*"
     cors = CORSConfig(
-        allow_origins=config.cors_origins,
+        allow_origins=origins,
+        allow_origin_regex=origin_regex,
         allow_methods=config.cors_methods,
         allow_headers=config.cors_headers,
         allow_credentials=config.cors_credentials,
@@ -36,13 +42,24 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
         guards=[make_guard(config.api_keys, prefix)],
         cors_config=cors,
         on_startup=[svc.start_loading],
-        on_shutdown=[svc.close],
+        on_shutdown=[svc.close if engine is None else _close_front(svc)],
         openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
         request_max_body_size=32 * 1024 * 1024,
         debug=False,
     )
     app.state.service = svc
     return app
+
+
+def _close_front(svc: Service):
+    """Shutdown for an app given a caller's engine: stop the async front only; the
+    engine belongs to the caller, who may go on using it (or serve it again)."""
+
+    def close() -> None:
+        if svc.aengine is not None:
+            svc.aengine.close()
+
+    return close
 
 
 def serve(config: ServerConfig) -> int:

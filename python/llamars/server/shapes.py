@@ -21,6 +21,25 @@ def timings(r: GenerationResult) -> dict:
     }
 
 
+def running_timings(progress: dict, predicted_n: int, elapsed_ms: float) -> dict:
+    """Timings while streaming (timings_per_token): the prompt figures as the engine
+    reported them, generation measured from the end of the prompt to this token."""
+    prompt_n = progress["total"] - progress["cache"]
+    prompt_ms = progress["time_ms"]
+    predicted_ms = max(elapsed_ms - prompt_ms, 1e-3)
+    return {
+        "cache_n": progress["cache"],
+        "prompt_n": prompt_n,
+        "prompt_ms": prompt_ms,
+        "prompt_per_token_ms": prompt_ms / prompt_n if prompt_n else 0.0,
+        "prompt_per_second": 1e3 * prompt_n / prompt_ms if prompt_ms > 0 else 0.0,
+        "predicted_n": predicted_n,
+        "predicted_ms": predicted_ms,
+        "predicted_per_token_ms": predicted_ms / predicted_n,
+        "predicted_per_second": 1e3 * predicted_n / predicted_ms,
+    }
+
+
 def piece(e: Engine, tok: int) -> tuple:
     b = e.token_to_piece(tok, special=True)
     return b.decode("utf-8", "replace"), list(b)

@@ -86,8 +86,9 @@ async def chat_completions(request: Request, data: ChatRequest, svc: Service) ->
     def chunk(delta: dict, finish=None, logprobs=None) -> bytes:
         return event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
+    s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
+
     async def chunks():
-        s = await svc.aengine.astream(ids, **kw)
         try:
             yield chunk({"role": "assistant", "content": None})
             async for c in s:

@@ -46,6 +46,7 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
         n_keep=data.n_keep,
         n_discard=data.n_discard,
         truncate=data.truncate,
+        return_progress=data.return_progress and data.stream,
     )
 
 
@@ -64,14 +65,22 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
     if len(prompts) > 1:
         raise ApiError(501, "streaming several prompts in one request is not supported yet; send one request per prompt", "not_supported_error")
 
+    s = await svc.aengine.astream(prompts[0], **kw)  # refused requests fail here, before the 200
+
     async def chunks():
-        s = await svc.aengine.astream(prompts[0], **kw)
         t0 = time.monotonic()
+        n_out = 0
         try:
             async for c in s:
+                if c.progress is not None:
+                    yield event({"index": 0, "content": "", "tokens": [], "stop": False, "id_slot": -1, "prompt_progress": c.progress})
+                    continue
+                n_out += 1
                 ev = {"index": 0, "content": c.text, "tokens": [c.token] if data.return_tokens and c.token is not None else [], "stop": False, "id_slot": -1}
                 if with_probs and c.token is not None:
                     ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs)]
+                if data.timings_per_token and s.prompt_progress is not None:
+                    ev["timings"] = shapes.running_timings(s.prompt_progress, n_out, (time.monotonic() - t0) * 1e3)
                 yield event(ev)
                 if data.t_max_predict_ms and (time.monotonic() - t0) * 1e3 > data.t_max_predict_ms:
                     await s.aclose()
@@ -127,8 +136,9 @@ async def oai_completions(request: Request, data: OAICompletionRequest, svc: Ser
     if len(prompts) > 1:
         raise ApiError(501, "streaming with n > 1 or several prompts is not supported yet", "not_supported_error")
 
+    s = await svc.aengine.astream(prompts[0], **kw)  # refused requests fail here, before the 200
+
     async def chunks():
-        s = await svc.aengine.astream(prompts[0], **kw)
         try:
             async for c in s:
                 if c.text:

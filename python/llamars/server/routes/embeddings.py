@@ -1,0 +1,89 @@
+"""POST /embedding (/embeddings): llama.cpp's native shape, and POST /v1/embeddings:
+OpenAI's. Needs --embeddings; pooling from --pooling or the model."""
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from litestar import post
+
+from ...embeddings import default_pooling, normalize, pool
+from ...schemas.native import EmbeddingRequest
+from ...schemas.openai import OAIEmbeddingRequest
+from ..errors import ApiError
+from ..service import Service
+
+
+def _inputs(svc: Service, raw) -> list:
+    """A string, a token list, or a list of strings / token lists → token id lists."""
+    e = svc.need()
+    if isinstance(raw, str):
+        raw = [raw]
+    elif raw and all(isinstance(t, int) for t in raw):
+        raw = [raw]
+    if not raw:
+        raise ApiError(400, "input: at least one text or token list is required")
+    out = []
+    for i, x in enumerate(raw):
+        if isinstance(x, str):
+            ids = e.tokenize(x, add_special=True, parse_special=True)
+        elif isinstance(x, list) and all(isinstance(t, int) for t in x):
+            ids = x
+        else:
+            raise ApiError(400, f"input[{i}]: must be a string or a list of token ids")
+        if not ids:
+            raise ApiError(400, f"input[{i}]: is empty")
+        bad = [t for t in ids if not 0 <= t < e.n_vocab]
+        if bad:
+            raise ApiError(400, f"input[{i}]: token id {bad[0]} is out of range [0, {e.n_vocab})")
+        if len(ids) > e.n_ctx_slot:
+            raise ApiError(400, f"input[{i}]: {len(ids)} tokens exceed the context of {e.n_ctx_slot}", "exceed_context_size_error")
+        out.append(ids)
+    return out
+
+
+def _pooling(svc: Service) -> str:
+    if not svc.config.embedding:
+        raise ApiError(501, "this server does not serve embeddings; start it with --embeddings", "not_supported_error")
+    e = svc.need()
+    return svc.config.pooling or default_pooling(e.info.get("pooling_type"))
+
+
+async def _embed(svc: Service, ids: list, pooling: str, norm: float):
+    e = svc.need()
+    hidden = await asyncio.to_thread(e.hidden_states, ids)
+    return normalize(pool(hidden, pooling), norm)
+
+
+@post(["/embedding", "/embeddings"], status_code=200, summary="llama.cpp embeddings")
+async def embedding(data: EmbeddingRequest, svc: Service) -> list:
+    pooling = _pooling(svc)
+    raw = data.content if data.content is not None else data.input
+    if raw is None:
+        raise ApiError(400, "content: required")
+    out = []
+    for i, ids in enumerate(_inputs(svc, raw)):
+        rows = await _embed(svc, ids, pooling, data.embd_normalize)
+        out.append({"index": i, "embedding": rows.tolist()})
+    return out
+
+
+@post("/v1/embeddings", status_code=200, summary="OpenAI embeddings")
+async def oai_embeddings(data: OAIEmbeddingRequest, svc: Service) -> dict:
+    pooling = _pooling(svc)
+    if pooling == "none":
+        raise ApiError(400, "pooling 'none' is not OpenAI-compatible; start the server with --pooling mean|cls|last")
+    if data.encoding_format not in ("float", "base64"):
+        raise ApiError(400, f"encoding_format: must be 'float' or 'base64', got {data.encoding_format!r}")
+    if data.dimensions is not None:
+        raise ApiError(400, "dimensions: this model's embeddings cannot be shortened")
+    items, n_tok = [], 0
+    for i, ids in enumerate(_inputs(svc, data.input)):
+        v = (await _embed(svc, ids, pooling, 2))[0]
+        n_tok += len(ids)
+        emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if data.encoding_format == "base64" else v.tolist()
+        items.append({"object": "embedding", "index": i, "embedding": emb})
+    return {"object": "list", "data": items, "model": data.model or svc.model_id, "usage": {"prompt_tokens": n_tok, "total_tokens": n_tok}}
+
+
+ROUTES = [embedding, oai_embeddings]

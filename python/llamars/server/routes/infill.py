@@ -1,0 +1,77 @@
+"""POST /infill: fill-in-the-middle with the model's FIM tokens (metadata ids, else the
+usual token texts), repo-level layout when it has repo/file-separator tokens."""
+from __future__ import annotations
+
+from typing import Callable, Dict, List
+
+from litestar import post
+
+from ...schemas.native import InfillRequest
+from ..errors import ApiError
+from ..service import Service
+from .completion import _collect, _native_kwargs
+
+FIM_TEXTS = {
+    "pre": ["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim▁begin|>"],
+    "suf": ["<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "<|fim▁hole|>"],
+    "mid": ["<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "<|fim▁end|>"],
+    "rep": ["<|repo_name|>", "<repo_name>", "<reponame>"],
+    "sep": ["<|file_sep|>", "<file_sep>"],
+}
+
+
+def fim_tokens(e) -> Dict[str, int]:
+    """FIM token ids from the GGUF metadata, else found by their usual texts."""
+    found = dict(e.info.get("fim_tokens") or {})
+    for role, texts in FIM_TEXTS.items():
+        if role in found:
+            continue
+        for t in texts:
+            ids = e.tokenize(t, add_special=False, parse_special=True)
+            if len(ids) == 1 and e.token_to_piece(ids[0], special=True) == t.encode():
+                found[role] = ids[0]
+                break
+    return found
+
+
+def build(tok: Callable[[str], List[int]], fim: Dict[str, int], bos: List[int], prefix: str, suffix: str, prompt: str, extra: list) -> List[int]:
+    """[BOS] [extra] <PRE> prefix <SUF> suffix <MID> prompt, extra in the repo-level
+    layout (<REP>myproject\\n <SEP>name\\n text ... <SEP>filename\\n) when possible."""
+    out = list(bos)
+    if "rep" in fim and "sep" in fim:
+        out += [fim["rep"]] + tok("myproject\n")
+        for x in extra:
+            out += [fim["sep"]] + tok(x.filename + "\n") + tok(x.text)
+        out += [fim["sep"]] + tok("filename\n")
+    else:
+        for x in extra:
+            out += tok(x.text)
+    out += [fim["pre"]] + tok(prefix) + [fim["suf"]] + tok(suffix) + [fim["mid"]] + tok(prompt)
+    return out
+
+
+@post("/infill", status_code=200, summary="fill in the middle")
+async def infill(data: InfillRequest, svc: Service) -> dict:
+    e = svc.need()
+    fim = fim_tokens(e)
+    missing = [r for r in ("pre", "suf", "mid") if r not in fim]
+    if missing:
+        raise ApiError(400, f"this model has no fill-in-the-middle tokens ({', '.join('FIM_' + m.upper() for m in missing)} missing); /infill needs a code model with FIM support")
+    if data.stream:
+        raise ApiError(501, "stream: streamed /infill is not supported yet; use stream=false", "not_supported_error")
+    if not isinstance(data.prompt, str):
+        raise ApiError(400, "prompt: must be a string for /infill")
+    kw = _native_kwargs(svc, data)
+
+    def tok(s: str) -> List[int]:
+        return e.tokenize(s, add_special=False, parse_special=False) if s else []
+
+    bos = [e.info["bos"]] if e.info.get("add_bos") and e.info.get("bos") is not None else []
+    ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra)
+    r = await _collect(svc, ids, kw)
+    from .. import shapes
+
+    return shapes.native_final(e, r, kw, svc.model_id, 0, data.return_tokens, kw["n_probs"] > 0)
+
+
+ROUTES = [infill]

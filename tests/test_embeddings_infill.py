@@ -1,0 +1,101 @@
+"""Embeddings (Engine.embed, /embedding, /v1/embeddings through the openai SDK) and
+/infill (FIM prompt layout; a model without FIM tokens gets a clear 400)."""
+from __future__ import annotations
+
+import base64
+
+import httpx
+import numpy as np
+import pytest
+from server_util import LiveServer
+
+from llamars.config import ServerConfig
+from llamars.embeddings import normalize
+from llamars.server.app import create_app
+from llamars.server.routes.infill import build
+
+
+@pytest.fixture(scope="module")
+def emb_server(engine):
+    s = LiveServer(create_app(ServerConfig(model=engine.model_path, embedding=True, alias="emb"), engine=engine)).start()
+    yield s
+    s.stop()
+
+
+def test_engine_embed_pooling_and_normalisation(engine):
+    h = engine.hidden_states(engine.tokenize("The cat sat on the mat."))
+    assert h.shape[1] == 640 and np.isfinite(h).all()
+    last, = engine.embed("The cat sat on the mat.")
+    assert last.shape == (1, 640)
+    assert np.allclose(last[0], h[-1] / np.linalg.norm(h[-1]), atol=1e-5)
+    mean, = engine.embed("The cat sat on the mat.", pooling="mean", normalize=-1)
+    assert np.allclose(mean[0], h.mean(axis=0), atol=1e-5)
+    none, = engine.embed("The cat sat on the mat.", pooling="none", normalize=-1)
+    assert np.array_equal(none, h)
+    a, b, c = engine.embed(["The cat sat on the mat.", "A cat is sitting on a mat.", "Quarterly earnings rose sharply."])
+    assert float((a @ b.T)[0, 0]) > float((a @ c.T)[0, 0])
+
+
+def test_normalize_variants():
+    x = np.array([[3.0, -4.0, 0.0]], dtype=np.float32)
+    assert np.allclose(normalize(x, 2), [[0.6, -0.8, 0.0]])
+    assert np.allclose(normalize(x, 1), [[3 / 7, -4 / 7, 0.0]])
+    assert np.allclose(normalize(x, 0), [[3 * 32760 / 4, -32760, 0.0]])
+    assert np.allclose(normalize(x, 3), x / (27 + 64) ** (1 / 3))
+    assert np.array_equal(normalize(x, -1), x)
+    assert np.array_equal(normalize(np.zeros((1, 3), np.float32), 2), np.zeros((1, 3)))
+
+
+def test_native_embedding_route(emb_server, engine):
+    r = httpx.post(emb_server.url + "/embedding", json={"content": "The cat sat on the mat."}, timeout=60)
+    assert r.status_code == 200
+    body = r.json()
+    assert body[0]["index"] == 0 and len(body[0]["embedding"]) == 1 and len(body[0]["embedding"][0]) == 640
+    assert np.allclose(body[0]["embedding"][0], engine.embed("The cat sat on the mat.")[0][0], atol=1e-5)
+    many = httpx.post(emb_server.url + "/embeddings", json={"content": ["a", "b", [2, 1000, 1001]]}, timeout=60).json()
+    assert [m["index"] for m in many] == [0, 1, 2]
+
+
+def test_openai_embeddings(emb_server, engine):
+    openai = pytest.importorskip("openai")
+    c = openai.OpenAI(base_url=emb_server.url + "/v1", api_key="x")
+    r = c.embeddings.create(model="emb", input=["The cat sat on the mat.", "Quarterly earnings rose sharply."])
+    assert len(r.data) == 2 and len(r.data[0].embedding) == 640 and r.usage.prompt_tokens > 0
+    assert np.allclose(r.data[0].embedding, engine.embed("The cat sat on the mat.")[0][0], atol=1e-5)
+    raw = httpx.post(emb_server.url + "/v1/embeddings", json={"input": "hello", "encoding_format": "base64"}).json()
+    v = np.frombuffer(base64.b64decode(raw["data"][0]["embedding"]), dtype="<f4")
+    assert np.allclose(v, engine.embed("hello")[0][0], atol=1e-6)
+    bad = httpx.post(emb_server.url + "/v1/embeddings", json={"input": "x", "encoding_format": "hex"})
+    assert bad.status_code == 400 and "encoding_format" in bad.json()["error"]["message"]
+    bad = httpx.post(emb_server.url + "/v1/embeddings", json={"input": [[10**9]]})
+    assert bad.status_code == 400
+
+
+def test_embeddings_need_the_flag(engine):
+    s = LiveServer(create_app(ServerConfig(model=engine.model_path), engine=engine)).start()
+    try:
+        r = httpx.post(s.url + "/v1/embeddings", json={"input": "x"})
+        assert r.status_code == 501 and "--embeddings" in r.json()["error"]["message"]
+    finally:
+        s.stop()
+
+
+def test_infill_without_fim_tokens_is_a_clear_400(emb_server):
+    r = httpx.post(emb_server.url + "/infill", json={"input_prefix": "def f(", "input_suffix": "):\n    pass"})
+    assert r.status_code == 400 and "fill-in-the-middle" in r.json()["error"]["message"]
+
+
+def test_infill_prompt_layout():
+    class X:
+        def __init__(self, f, t):
+            self.filename, self.text = f, t
+
+    def tok(s):
+        return [ord(ch) for ch in s]
+
+    fim = {"pre": 1, "suf": 2, "mid": 3}
+    ids = build(tok, fim, [9], "ab", "cd", "e", [X("f.py", "xy")])
+    assert ids == [9] + tok("xy") + [1] + tok("ab") + [2] + tok("cd") + [3] + tok("e")
+    fim.update(rep=4, sep=5)
+    ids = build(tok, fim, [], "ab", "cd", "", [X("f.py", "xy")])
+    assert ids == [4] + tok("myproject\n") + [5] + tok("f.py\n") + tok("xy") + [5] + tok("filename\n") + [1] + tok("ab") + [2] + tok("cd") + [3]

@@ -1,0 +1,361 @@
+"""llamars-server's transport around the routes, on real servers with the real model:
+--api-prefix, CORS, TLS, a unix socket, client disconnects mid-stream, the request body
+limit, and the command line + LLAMA_ARG_* environment end to end in a real process."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import httpx
+import pytest
+from server_util import LiveServer
+
+from llamars.config import ServerConfig
+from llamars.server.app import create_app
+
+ORIGIN = "http://browser.example:3000"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _assert_error(r: httpx.Response, status: int) -> dict:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    err = r.json()["error"]
+    assert err["code"] == status and isinstance(err["message"], str) and err["message"] and err["type"]
+    return err
+
+
+@pytest.fixture
+def live(engine, model_path):
+    """live(**ServerConfig fields, server=dict(LiveServer options)) -> a started LiveServer
+    sharing the session engine; all are stopped at teardown."""
+    started: List[LiveServer] = []
+
+    def make(server: Optional[dict] = None, **cfg) -> LiveServer:
+        s = LiveServer(create_app(ServerConfig(model=model_path, **cfg), engine=engine), **(server or {}))
+        started.append(s.start())
+        return s
+
+    yield make
+    for s in started:
+        s.stop()
+
+
+# ------------------------------------------------------------------ --api-prefix
+
+
+def test_api_prefix_routes_and_public_auth_paths(live):
+    s = live(api_prefix="/api", api_keys=["sekret"])
+    key = {"Authorization": "Bearer sekret"}
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        # the public health paths answer under the prefix without a key
+        assert c.get("/api/health").json() == {"status": "ok"}
+        assert c.get("/api/v1/health").json() == {"status": "ok"}
+        # the other routes are there, behind the key
+        _assert_error(c.post("/api/tokenize", json={"content": "hi"}), 401)
+        assert c.post("/api/tokenize", json={"content": "hi"}, headers=key).status_code == 200
+        r = c.post("/api/completion", json={"prompt": "Hello", "n_predict": 2, "temperature": 0}, headers=key)
+        assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+        assert c.get("/api/v1/models", headers=key).status_code == 200
+        # the bare paths are gone: 404 in the JSON error shape, with or without a key
+        for path in ["/health", "/v1/health", "/completion", "/props"]:
+            err = _assert_error(c.get(path, headers=key), 404)
+            assert err["type"] == "not_found_error" and path in err["message"]
+        _assert_error(c.post("/completion", json={"prompt": "x"}), 404)
+        _assert_error(c.get("/api/no/such/route", headers=key), 404)
+
+
+def test_api_prefix_trailing_slash_is_ignored(live):
+    s = live(api_prefix="/v2/")
+    assert httpx.get(s.url + "/v2/health").json() == {"status": "ok"}
+    _assert_error(httpx.get(s.url + "/health"), 404)
+
+
+# ------------------------------------------------------------------ CORS
+
+
+def test_cors_default_echoes_origin_with_credentials(live):
+    """Defaults (origins *, credentials on): a browser rejects `*` with credentials, so the
+    request's Origin must come back, with Vary: Origin."""
+    s = live()
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        pre = c.options(
+            "/completion",
+            headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST", "Access-Control-Request-Headers": "content-type, authorization"},
+        )
+        assert pre.status_code in (200, 204), pre.text
+        h = pre.headers
+        assert h["access-control-allow-origin"] == ORIGIN
+        assert h["access-control-allow-credentials"] == "true"
+        assert "POST" in h["access-control-allow-methods"]
+        allowed = {x.strip().lower() for x in h["access-control-allow-headers"].split(",")}
+        assert {"content-type", "authorization"} <= allowed
+        assert "origin" in h.get("vary", "").lower()
+
+        r = c.get("/health", headers={"Origin": ORIGIN})
+        assert r.status_code == 200
+        assert r.headers["access-control-allow-origin"] == ORIGIN
+        assert r.headers["access-control-allow-credentials"] == "true"
+        assert "origin" in r.headers.get("vary", "").lower()
+
+        # an actual cross-origin API call, and an error response, carry the headers too
+        r = c.post("/completion", json={"prompt": "Hi", "n_predict": 1}, headers={"Origin": ORIGIN})
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == ORIGIN
+        r = c.get("/nope", headers={"Origin": ORIGIN})
+        assert r.status_code == 404 and r.headers["access-control-allow-origin"] == ORIGIN
+
+        # same-origin / non-browser requests get no CORS headers
+        assert "access-control-allow-origin" not in c.get("/health").headers
+
+
+def test_cors_wildcard_without_credentials(live):
+    s = live(cors_credentials=False)
+    r = httpx.get(s.url + "/health", headers={"Origin": ORIGIN})
+    assert r.headers["access-control-allow-origin"] == "*"
+    assert "access-control-allow-credentials" not in r.headers
+    pre = httpx.options(s.url + "/completion", headers={"Origin": ORIGIN, "Access-Control-Request-Method": "POST"})
+    assert pre.status_code in (200, 204) and pre.headers["access-control-allow-origin"] == "*"
+
+
+def test_cors_origin_list(live):
+    s = live(cors_origins=["http://good.example"], cors_methods=["GET", "POST"])
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        good = c.get("/health", headers={"Origin": "http://good.example"})
+        assert good.headers["access-control-allow-origin"] == "http://good.example"
+        bad = c.get("/health", headers={"Origin": "http://evil.example"})
+        assert bad.status_code == 200 and "access-control-allow-origin" not in bad.headers
+        pre = c.options("/completion", headers={"Origin": "http://good.example", "Access-Control-Request-Method": "POST"})
+        assert pre.status_code in (200, 204) and pre.headers["access-control-allow-origin"] == "http://good.example"
+        assert c.options("/completion", headers={"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}).status_code == 400
+        assert c.options("/completion", headers={"Origin": "http://good.example", "Access-Control-Request-Method": "DELETE"}).status_code == 400
+
+
+# ------------------------------------------------------------------ TLS
+
+
+def _self_signed(tmp: Path) -> tuple:
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.skip("cannot make a test certificate: neither the cryptography package nor the openssl CLI is available")
+        subprocess.run(
+            [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+             "-days", "1", "-subj", "/CN=127.0.0.1"],
+            check=True, capture_output=True, timeout=60,
+        )
+        return str(cert), str(key)
+    k = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    c = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(k.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+        .sign(k, hashes.SHA256())
+    )
+    cert.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(cert), str(key)
+
+
+def test_tls(live, tmp_path):
+    cert, key = _self_signed(tmp_path)
+    s = live(server=dict(ssl_certfile=cert, ssl_keyfile=key))
+    assert s.url.startswith("https://")
+    with httpx.Client(base_url=s.url, verify=False, timeout=60) as c:
+        r = c.get("/health")
+        assert r.status_code == 200 and r.json() == {"status": "ok"}
+        r = c.post("/completion", json={"prompt": "Hello", "n_predict": 2, "temperature": 0})
+        assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+    # the certificate is not trusted by default, and plain HTTP is not served on that port
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(s.url + "/health")
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"http://127.0.0.1:{s.port}/health", timeout=5)
+
+
+# ------------------------------------------------------------------ client disconnect
+
+
+def _busy(c: httpx.Client) -> list:
+    return [x for x in c.get("/slots").json() if x["is_processing"]]
+
+
+def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
+    s = live()
+    with httpx.Client(base_url=s.url, timeout=60) as mon:
+        assert _busy(mon) == []
+        try:
+            with httpx.Client(base_url=s.url, timeout=60) as c:
+                body = {"prompt": "Once upon a time", "n_predict": 2000, "ignore_eos": True, "temperature": 0, "stream": True}
+                with c.stream("POST", "/completion", json=body) as r:
+                    assert r.status_code == 200
+                    events = 0
+                    for line in r.iter_lines():
+                        if line.startswith("data: "):
+                            ev = json.loads(line[6:])
+                            assert ev["stop"] is False
+                            events += 1
+                            if events == 3:
+                                break
+                    assert len(_busy(mon)) == 1  # generating while we hold the stream open
+                # leaving the blocks closes the connection with the response half read
+            t0 = time.monotonic()
+            while _busy(mon):
+                assert time.monotonic() - t0 < 5, f"slot still busy {time.monotonic() - t0:.1f}s after the client went away: {_busy(mon)}"
+                time.sleep(0.05)
+            freed = _slot_state(mon)
+            assert freed["next_token"][0]["n_decoded"] < 2000
+        finally:
+            for x in _busy(mon):  # do not leave the shared engine generating for the next tests
+                engine.cancel(x["id_task"])
+        # the server and the slot still work
+        r = mon.post("/completion", json={"prompt": "Hello", "n_predict": 2, "temperature": 0})
+        assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+
+
+def _slot_state(c: httpx.Client) -> dict:
+    return c.get("/slots").json()[0]
+
+
+# ------------------------------------------------------------------ request body limit
+
+
+def test_oversized_body_gets_413(live):
+    s = live()
+    limit = s.server.config.app.request_max_body_size
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        r = c.post("/completion", content=b"x" * (limit + 1), headers={"Content-Type": "application/json"})
+        err = _assert_error(r, 413)
+        assert err["type"] == "invalid_request_error"
+    # a fresh connection finds the server healthy, and a body just under the limit is read
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        assert c.get("/health").json() == {"status": "ok"}
+        pad = " " * (1024 * 1024)
+        r = c.post("/tokenize", content=b'{"content": "hi"' + pad.encode() + b"}", headers={"Content-Type": "application/json"})
+        assert r.status_code == 200 and r.json()["tokens"]
+
+
+# ------------------------------------------------------------------ real processes
+
+
+def _clean_env(extra: Dict[str, str]) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_") and k != "LLAMA_API_KEY"}
+    env.update(extra)
+    return env
+
+
+class _Proc:
+    """`python -m llamars.cli ARGS` in a subprocess, its output in a log file."""
+
+    def __init__(self, args: List[str], env: Dict[str, str], log: Path) -> None:
+        self.log = log
+        self._f = open(log, "wb")
+        self.p = subprocess.Popen([sys.executable, "-m", "llamars.cli", *args], env=env, stdout=self._f, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_healthy(self, client: httpx.Client, timeout: float = 60) -> None:
+        t0 = time.monotonic()
+        while True:
+            if self.p.poll() is not None:
+                pytest.fail(f"llamars-server exited with {self.p.returncode}:\n{self.output()}")
+            try:
+                if client.get("/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() - t0 > timeout:
+                pytest.fail(f"llamars-server not healthy after {timeout}s:\n{self.output()}")
+            time.sleep(0.1)
+
+    def stop(self) -> int:
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(10)
+        self._f.close()
+        return self.p.returncode
+
+
+def test_cli_and_env_end_to_end(model_path, tmp_path):
+    port, env_port = _free_port(), _free_port()
+    env = _clean_env({
+        "LLAMA_ARG_PORT": str(env_port),  # the --port flag wins
+        "LLAMA_ARG_N_PARALLEL": "5",  # -np wins
+        "LLAMA_ARG_THREADS": "1",
+        "LLAMA_ARG_N_PREDICT": "33",  # these have no flag on the command line: they apply
+        "LLAMA_ARG_TOP_K": "7",
+        "LLAMA_ARG_CACHE_RAM": "0",
+    })
+    p = _Proc(["-m", model_path, "--port", str(port), "-c", "512", "-np", "2", "--metrics", "--alias", "x"], env, tmp_path / "server.log")
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60) as c:
+            p.wait_healthy(c)
+            props = c.get("/props").json()
+            assert props["total_slots"] == 2
+            assert props["default_generation_settings"]["n_ctx"] == 256  # -c 512 over 2 slots
+            params = props["default_generation_settings"]["params"]
+            assert params["n_predict"] == 33 and params["top_k"] == 7
+            m = c.get("/v1/models").json()
+            assert m["data"][0]["id"] == "x"
+            r = c.post("/completion", json={"prompt": "Hello", "n_predict": 3, "temperature": 0})
+            assert r.status_code == 200 and r.json()["model"] == "x" and r.json()["tokens_predicted"] == 3
+            met = c.get("/metrics")
+            assert met.status_code == 200 and met.headers["content-type"].startswith("text/plain")
+            assert "llamacpp:tokens_predicted_total 3" in met.text
+        with pytest.raises(httpx.ConnectError):
+            httpx.get(f"http://127.0.0.1:{env_port}/health", timeout=5)
+        assert f"http://127.0.0.1:{port}" in p.output()
+    finally:
+        rc = p.stop()
+    assert rc == 0, p.output()
+
+
+def test_unix_socket(model_path, tmp_path):
+    # AF_UNIX paths are limited to ~107 bytes: keep the socket in a short directory
+    d = tempfile.mkdtemp(prefix="llrs-")
+    sock = os.path.join(d, "s.sock")
+    p = _Proc(["-m", model_path, "--host", sock, "-c", "256", "-np", "1", "-t", "1"], _clean_env({}), tmp_path / "server.log")
+    try:
+        with httpx.Client(transport=httpx.HTTPTransport(uds=sock), base_url="http://llamars", timeout=60) as c:
+            p.wait_healthy(c)
+            assert c.get("/health").json() == {"status": "ok"}
+            r = c.post("/completion", json={"prompt": "Hello", "n_predict": 2, "temperature": 0})
+            assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+        assert f"unix:{sock}" in p.output()
+    finally:
+        rc = p.stop()
+        shutil.rmtree(d, ignore_errors=True)
+    assert rc == 0, p.output()
