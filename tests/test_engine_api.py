@@ -23,11 +23,12 @@ def test_logits_shape_and_prefix_consistency(engine):
 
 
 def test_generate_greedy_is_deterministic(engine):
-    a = engine.generate("The capital of France is", max_tokens=12, temperature=0.0)
+    a = engine.generate("The capital of France is", max_tokens=12, temperature=0.0, cache_prompt=False)
     b = engine.generate("The capital of France is", max_tokens=12, temperature=0.0)
     assert a.tokens == b.tokens and a.text == b.text
     assert a.stop_reason == "limit" and len(a.tokens) == 12
     assert a.timings.prompt_n == 6 and a.timings.predicted_n == 12
+    assert b.tokens_cached == 5 and b.timings.prompt_n == 1
     assert a.text == engine.detokenize(a.tokens)
 
 

@@ -29,7 +29,6 @@ class AsyncStream:
         self.id = rid
         self._queue = queue
         self._done = False
-        self._probs: list = []
         self.result: Optional[GenerationResult] = None
 
     def __aiter__(self) -> "AsyncStream":
@@ -46,13 +45,11 @@ class AsyncStream:
             kind, payload = await self._queue.get()
         if kind == "token":
             token, text, logprob, top = payload
-            if logprob is not None and token is not None:
-                self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
             return Chunk(text=text, token=token, logprob=logprob, top_logprobs=top)
         self._done = True
         self._owner._forget(self.id)
         if kind == "done":
-            self.result = _result(payload, self._probs)
+            self.result = _result(payload)
             raise StopAsyncIteration
         raise payload  # "error": the exception instance from the core
 
@@ -135,13 +132,13 @@ class AsyncEngine:
             self._routes.pop(rid, None)
             self._early.pop(rid, None)
 
-    async def astream(self, prompt: Prompt, **kwargs) -> AsyncStream:
+    async def astream(self, prompt: Prompt, _quiet: bool = False, **kwargs) -> AsyncStream:
         """Start a generation; same parameters as `Engine.stream`."""
         loop = asyncio.get_running_loop()
         self._ensure_dispatcher()
         args = self.engine._args(prompt, kwargs)
         queue: asyncio.Queue = asyncio.Queue()
-        rid = self.engine._core.submit_to(self._hub, *args)
+        rid = self.engine._core.submit_to(self._hub, *args, quiet=_quiet)
         with self._lock:
             self._routes[rid] = (loop, queue)
             for ev in self._early.pop(rid, []):
@@ -150,7 +147,7 @@ class AsyncEngine:
 
     async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; cancelling the awaiting task cancels the generation."""
-        s = await self.astream(prompt, **kwargs)
+        s = await self.astream(prompt, _quiet=True, **kwargs)
         try:
             async for _ in s:
                 pass

@@ -77,7 +77,6 @@ class Stream:
     def __init__(self, req: "_core.Request", progress: bool = False) -> None:
         self._req: Optional["_core.Request"] = req
         self.id: int = req.id
-        self._probs: list = []
         self._progress = progress
         # the last prompt-processing report (set once the prompt is evaluated)
         self.prompt_progress: Optional[dict] = None
@@ -96,7 +95,7 @@ class Stream:
                 raise StopIteration
             kind, payload = ev
             if kind == "done":
-                self.result = _result(payload, self._probs)
+                self.result = _result(payload)
                 self._req = None
                 raise StopIteration
             if kind == "progress":
@@ -105,8 +104,6 @@ class Stream:
                     return Chunk(text="", token=None, progress=payload)
                 continue
             token, text, logprob, top = payload
-            if logprob is not None and token is not None:
-                self._probs.append({"id": token, "logprob": logprob, "top_logprobs": [{"id": i, "logprob": lp} for i, lp in top]})
             return Chunk(text=text, token=token, logprob=logprob, top_logprobs=top)
 
     def close(self) -> None:
@@ -122,7 +119,7 @@ class Stream:
         self.close()
 
 
-def _result(d: dict, probs: list) -> GenerationResult:
+def _result(d: dict) -> GenerationResult:
     t = d["timings"]
     return GenerationResult(
         text=d["text"],
@@ -133,7 +130,7 @@ def _result(d: dict, probs: list) -> GenerationResult:
         prompt_tokens=d["prompt_tokens"],
         seed=d["seed"],
         timings=Timings(t["prompt_n"], t["prompt_ms"], t["predicted_n"], t["predicted_ms"]),
-        probs=probs,
+        probs=d["probs"],
         tokens_cached=d["tokens_cached"],
         tokens_evaluated=d["tokens_evaluated"],
         id_slot=d["id_slot"],
@@ -314,9 +311,14 @@ class Engine:
         args = self._args(prompt, kwargs)
         return Stream(self._core.submit(*args), progress=args[-1])
 
+    def _quiet(self, prompt: Prompt, kwargs: dict) -> Stream:
+        """A request that sends only its final event (no per-token work in Python)."""
+        args = self._args(prompt, kwargs)
+        return Stream(self._core.submit(*args, quiet=True), progress=args[-1])
+
     def generate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; same parameters as `stream`."""
-        s = self.stream(prompt, **kwargs)
+        s = self._quiet(prompt, kwargs)
         for _ in s:
             pass
         assert s.result is not None

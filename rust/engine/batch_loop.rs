@@ -295,7 +295,9 @@ impl Loop {
                     if let Some(t) = self.slots[si].task.as_mut() {
                         t.dec.truncated = true;
                         if let Some(ev) = t.dec.finish(StopReason::Limit) {
-                            t.req.sink.send(t.req.id, Event::Token(ev));
+                            if !t.req.params.quiet {
+                                t.req.sink.send(t.req.id, Event::Token(ev));
+                            }
                         }
                     }
                     self.release(si, None);
@@ -389,8 +391,8 @@ impl Loop {
             }
             let ev = t.dec.step(&engine.tokenizer, l);
             let alive = match ev {
-                Some(ev) => t.req.sink.send(t.req.id, Event::Token(ev)),
-                None => true,
+                Some(ev) if !t.req.params.quiet => t.req.sink.send(t.req.id, Event::Token(ev)),
+                _ => true,
             };
             if !alive {
                 done.push((sp.slot, Some(Error::Cancelled)));
@@ -453,6 +455,7 @@ impl Loop {
             truncated: t.dec.truncated || t.prompt_truncated,
             text: std::mem::take(&mut t.dec.text),
             tokens: std::mem::take(&mut t.dec.tokens),
+            probs: std::mem::take(&mut t.dec.probs),
             tokens_cached: t.tokens_cached,
             tokens_evaluated: t.n_prompt,
             timings: Timings { prompt_n: evaluated, prompt_ms, predicted_n: n_decoded, predicted_ms },

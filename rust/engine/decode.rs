@@ -73,6 +73,8 @@ pub struct Decoder {
     pub stop_reason: Option<StopReason>,
     pub stopping_word: String,
     pub truncated: bool,
+    /// (token, log-probability, top candidates) of every kept token when n_probs > 0.
+    pub probs: Vec<(u32, f32, Vec<(u32, f32)>)>,
 }
 
 impl Decoder {
@@ -88,6 +90,7 @@ impl Decoder {
             stop_reason: None,
             stopping_word: String::new(),
             truncated: false,
+            probs: Vec::new(),
         }
     }
 
@@ -137,6 +140,9 @@ impl Decoder {
             return self.finish(StopReason::Eos);
         }
         self.tokens.push(id);
+        if let Some(lp) = logprob {
+            self.probs.push((id, lp, top.clone()));
+        }
         let piece = tok.token_to_piece(id, false);
         let fresh = self.stream.push(&piece);
         self.text.push_str(&fresh);

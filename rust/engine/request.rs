@@ -24,11 +24,13 @@ pub struct RequestParams {
     pub truncate: bool,
     /// Report prompt processing after every chunk (the final report is always sent).
     pub return_progress: bool,
+    /// Send no per-token events, only the final one (non-streamed callers).
+    pub quiet: bool,
 }
 
 impl RequestParams {
     pub fn new(prompt: Vec<u32>, gen: GenParams) -> RequestParams {
-        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false, return_progress: false }
+        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false, return_progress: false, quiet: false }
     }
 }
 
@@ -49,6 +51,8 @@ pub struct Final {
     pub seed: u64,
     pub id_slot: usize,
     pub n_ctx: usize,
+    /// (token, log-probability, top candidates) per token when n_probs > 0.
+    pub probs: Vec<(u32, f32, Vec<(u32, f32)>)>,
 }
 
 /// Prompt processing so far (llama.cpp's `prompt_progress`).

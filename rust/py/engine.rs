@@ -99,7 +99,7 @@ impl PyEngine {
 
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -119,18 +119,20 @@ impl PyEngine {
         n_discard: i64,
         truncate: bool,
         return_progress: bool,
+        quiet: bool,
     ) -> PyResult<PyRequest> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.return_progress = return_progress;
+        p.quiet = quiet;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
     }
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -151,11 +153,13 @@ impl PyEngine {
         n_discard: i64,
         truncate: bool,
         return_progress: bool,
+        quiet: bool,
     ) -> PyResult<u64> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.return_progress = return_progress;
+        p.quiet = quiet;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
 
@@ -397,6 +401,22 @@ fn final_dict<'py>(py: Python<'py>, f: &Final) -> PyResult<Bound<'py, PyDict>> {
     d.set_item("seed", f.seed)?;
     d.set_item("id_slot", f.id_slot)?;
     d.set_item("n_ctx", f.n_ctx)?;
+    let probs = PyList::empty(py);
+    for (id, lp, top) in &f.probs {
+        let p = PyDict::new(py);
+        p.set_item("id", id)?;
+        p.set_item("logprob", lp)?;
+        let tl = PyList::empty(py);
+        for (i, l) in top {
+            let t = PyDict::new(py);
+            t.set_item("id", i)?;
+            t.set_item("logprob", l)?;
+            tl.append(t)?;
+        }
+        p.set_item("top_logprobs", tl)?;
+        probs.append(p)?;
+    }
+    d.set_item("probs", probs)?;
     let t = PyDict::new(py);
     t.set_item("prompt_n", f.timings.prompt_n)?;
     t.set_item("prompt_ms", f.timings.prompt_ms)?;

@@ -37,6 +37,7 @@ class Service:
     def __init__(self, config: ServerConfig, engine: Optional[Engine] = None) -> None:
         self.config = config
         self.engine: Optional[Engine] = engine
+        self._owns_engine = engine is None
         self.aengine: Optional[AsyncEngine] = AsyncEngine(engine=engine) if engine else None
         self.error: Optional[str] = None
         self.template = None
@@ -100,7 +101,7 @@ class Service:
     def close(self) -> None:
         if self.aengine is not None:
             self.aengine.close()
-        if self.engine is not None:
+        if self.engine is not None and self._owns_engine:
             self.engine.close()
 
     @property

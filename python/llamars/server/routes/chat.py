@@ -54,7 +54,7 @@ async def chat_completions(request: Request, data: ChatRequest, svc: Service) ->
 
     if not data.stream:
         async def one():
-            s = await svc.aengine.astream(ids, **kw)
+            s = await svc.aengine.astream(ids, _quiet=True, **kw)
             try:
                 async for _ in s:
                     pass

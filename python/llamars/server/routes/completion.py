@@ -17,7 +17,7 @@ from ..sse import DONE, EventStream, event
 
 
 async def _collect(svc: Service, ids: list, kw: dict):
-    s = await svc.aengine.astream(ids, **kw)
+    s = await svc.aengine.astream(ids, _quiet=True, **kw)
     try:
         async for _ in s:
             pass
