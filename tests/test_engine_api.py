@@ -193,3 +193,23 @@ def test_ctrl_c_interrupts_generation(model_path):
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_closed_engine_refuses_requests(model_path):
+    import time
+
+    from llamars import UnavailableError
+
+    e = Engine(model_path, n_ctx=256)
+    s = e.stream("Once upon a time", max_tokens=500, ignore_eos=True)
+    next(s)
+    e.close()
+    with pytest.raises(llamars.CancelledError):
+        for _ in s:
+            pass
+    t = time.monotonic()
+    with pytest.raises(UnavailableError, match="closed"):
+        e.generate("Hello", max_tokens=2)
+    with pytest.raises(UnavailableError, match="closed"):
+        e.slot_erase(0)
+    assert time.monotonic() - t < 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -46,12 +47,34 @@ def live(engine, model_path):
 
     def make(server: Optional[dict] = None, **cfg) -> LiveServer:
         s = LiveServer(create_app(ServerConfig(model=model_path, **cfg), engine=engine), **(server or {}))
-        started.append(s.start())
+        started.append(s.start(path=cfg.get("api_prefix", "").rstrip("/") + "/health"))
         return s
 
     yield make
     for s in started:
         s.stop()
+
+
+# ------------------------------------------------------------------ lifetime
+
+
+def test_stopping_a_server_leaves_the_callers_engine_running(model_path):
+    """create_app(cfg, engine=e): the engine is the caller's; shutting the app down must not
+    shut it down (the tests here serve the session engine again and again)."""
+    import threading
+
+    from llamars import Engine
+
+    e = Engine(model_path, n_ctx=256, n_threads=1)
+    try:
+        LiveServer(create_app(ServerConfig(model=model_path), engine=e)).start().stop()
+        out: list = []
+        t = threading.Thread(target=lambda: out.append(e.generate("Hello", max_tokens=2, temperature=0.0)), daemon=True)
+        t.start()
+        t.join(30)
+        assert out and len(out[0].tokens) == 2, "the engine stopped working when the server using it shut down"
+    finally:
+        e.close()
 
 
 # ------------------------------------------------------------------ --api-prefix
@@ -208,6 +231,10 @@ def _busy(c: httpx.Client) -> list:
     return [x for x in c.get("/slots").json() if x["is_processing"]]
 
 
+def _slot_state(c: httpx.Client) -> dict:
+    return c.get("/slots").json()[0]
+
+
 def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
     s = live()
     with httpx.Client(base_url=s.url, timeout=60) as mon:
@@ -241,10 +268,6 @@ def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
         assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
 
 
-def _slot_state(c: httpx.Client) -> dict:
-    return c.get("/slots").json()[0]
-
-
 # ------------------------------------------------------------------ request body limit
 
 
@@ -255,6 +278,12 @@ def test_oversized_body_gets_413(live):
         r = c.post("/completion", content=b"x" * (limit + 1), headers={"Content-Type": "application/json"})
         err = _assert_error(r, 413)
         assert err["type"] == "invalid_request_error"
+    # without a Content-Length (chunked), the limit holds on the bytes actually received
+    mib = b"x" * (1024 * 1024)
+    with httpx.Client(base_url=s.url, timeout=60) as c:
+        r = c.post("/completion", content=iter([mib] * (limit // len(mib) + 1)), headers={"Content-Type": "application/json"})
+        assert "content-length" not in r.request.headers
+        _assert_error(r, 413)
     # a fresh connection finds the server healthy, and a body just under the limit is read
     with httpx.Client(base_url=s.url, timeout=60) as c:
         assert c.get("/health").json() == {"status": "ok"}
@@ -297,7 +326,9 @@ class _Proc:
                 pytest.fail(f"llamars-server not healthy after {timeout}s:\n{self.output()}")
             time.sleep(0.1)
 
-    def stop(self) -> int:
+    def stop(self) -> None:
+        """SIGTERM, and expect a prompt graceful exit. uvicorn shuts down, then re-raises the
+        signal it caught, so the status is -SIGTERM (or 0)."""
         if self.p.poll() is None:
             self.p.terminate()
             try:
@@ -305,8 +336,10 @@ class _Proc:
             except subprocess.TimeoutExpired:
                 self.p.kill()
                 self.p.wait(10)
+                self._f.close()
+                pytest.fail(f"llamars-server ignored SIGTERM for 15 s:\n{self.output()}")
         self._f.close()
-        return self.p.returncode
+        assert self.p.returncode in (0, -signal.SIGTERM), f"exit status {self.p.returncode}:\n{self.output()}"
 
 
 def test_cli_and_env_end_to_end(model_path, tmp_path):
@@ -339,8 +372,7 @@ def test_cli_and_env_end_to_end(model_path, tmp_path):
             httpx.get(f"http://127.0.0.1:{env_port}/health", timeout=5)
         assert f"http://127.0.0.1:{port}" in p.output()
     finally:
-        rc = p.stop()
-    assert rc == 0, p.output()
+        p.stop()
 
 
 def test_unix_socket(model_path, tmp_path):
@@ -356,6 +388,7 @@ def test_unix_socket(model_path, tmp_path):
             assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
         assert f"unix:{sock}" in p.output()
     finally:
-        rc = p.stop()
-        shutil.rmtree(d, ignore_errors=True)
-    assert rc == 0, p.output()
+        try:
+            p.stop()
+        finally:
+            shutil.rmtree(d, ignore_errors=True)

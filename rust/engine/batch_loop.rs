@@ -68,14 +68,16 @@ impl Loop {
 
     pub(super) fn run(mut self) {
         loop {
-            let cmds: Vec<Cmd> = {
+            // drain and read the shutdown flag under one lock: the flag is set under it too,
+            // so every command pushed before shutdown is seen here
+            let (cmds, stop): (Vec<Cmd>, bool) = {
                 let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
                 while q.is_empty() && !self.busy() && self.waiting.is_empty() && !self.shared.shutdown.load(Ordering::Acquire) {
                     q = self.shared.cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
-                q.drain(..).collect()
+                (q.drain(..).collect(), self.shared.shutdown.load(Ordering::Acquire))
             };
-            if self.shared.shutdown.load(Ordering::Acquire) {
+            if stop {
                 self.shutdown(cmds);
                 return;
             }

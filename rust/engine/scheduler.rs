@@ -129,9 +129,17 @@ impl Scheduler {
         Ok(Scheduler { shared, next_id: AtomicU64::new(1), thread: Mutex::new(Some(thread)), engine, config, n_ctx_slot })
     }
 
-    fn push(&self, cmd: Cmd) {
-        self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner()).push_back(cmd);
+    /// Queue a command; refused once shutdown began (checked under the queue lock, so a
+    /// command is either drained by the loop's last pass or refused here, never lost).
+    fn push(&self, cmd: Cmd) -> Result<()> {
+        let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
+        if self.shared.shutdown.load(Ordering::Acquire) {
+            return Err(Error::Unavailable("the engine is closed; create a new Engine".into()));
+        }
+        q.push_back(cmd);
+        drop(q);
         self.shared.cv.notify_one();
+        Ok(())
     }
 
     /// Check a request before queueing it, so a bad one fails in the caller's thread.
@@ -158,7 +166,7 @@ impl Scheduler {
     pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
         self.validate(&params)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.push(Cmd::Submit(Request { id, params, sink, queued_at: Instant::now() }));
+        self.push(Cmd::Submit(Request { id, params, sink, queued_at: Instant::now() }))?;
         Ok(id)
     }
 
@@ -171,7 +179,8 @@ impl Scheduler {
 
     /// Stop a request (queued or running); its slot is free after the current iteration.
     pub fn cancel(&self, id: u64) {
-        self.push(Cmd::Cancel(id));
+        // after shutdown every request has already ended
+        let _ = self.push(Cmd::Cancel(id));
     }
 
     /// Save, restore or erase a slot (waits for the loop to do it between batches).
@@ -183,7 +192,7 @@ impl Scheduler {
             validate_filename(f)?;
         }
         let (tx, rx) = mpsc::channel();
-        self.push(Cmd::Slot(id_slot, action, tx));
+        self.push(Cmd::Slot(id_slot, action, tx))?;
         rx.recv().map_err(|_| Error::Cancelled)?
     }
 
@@ -193,9 +202,9 @@ impl Scheduler {
 
     /// Stop the loop; queued and running requests end with `Cancelled`.
     pub fn shutdown(&self) {
-        self.shared.shutdown.store(true, Ordering::Release);
         {
             let _q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.shutdown.store(true, Ordering::Release);
             self.shared.cv.notify_all();
         }
         if let Some(t) = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take() {

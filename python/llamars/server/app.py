@@ -42,24 +42,13 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
         guards=[make_guard(config.api_keys, prefix)],
         cors_config=cors,
         on_startup=[svc.start_loading],
-        on_shutdown=[svc.close if engine is None else _close_front(svc)],
+        on_shutdown=[svc.close],  # closes the engine only when the service loaded it
         openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
         request_max_body_size=32 * 1024 * 1024,
         debug=False,
     )
     app.state.service = svc
     return app
-
-
-def _close_front(svc: Service):
-    """Shutdown for an app given a caller's engine: stop the async front only; the
-    engine belongs to the caller, who may go on using it (or serve it again)."""
-
-    def close() -> None:
-        if svc.aengine is not None:
-            svc.aengine.close()
-
-    return close
 
 
 def serve(config: ServerConfig) -> int:
