@@ -213,3 +213,16 @@ def test_closed_engine_refuses_requests(model_path):
     with pytest.raises(UnavailableError, match="closed"):
         e.slot_erase(0)
     assert time.monotonic() - t < 2
+
+
+def test_n_indent_and_t_max_predict_ms(engine):
+    prompt = "def add(a, b):\n    "
+    full = engine.generate(prompt, max_tokens=40, temperature=0.0, ignore_eos=True)
+    assert "\n\ndef " in full.text
+    # a line indented less than 4 ends the generation; the line is cut (llama.cpp's n_indent)
+    r = engine.generate(prompt, max_tokens=40, temperature=0.0, ignore_eos=True, n_indent=4)
+    assert r.stop_reason == "limit" and r.text == full.text[: full.text.index("\n\n") + 2]
+    # t_max_predict_ms: once past the time limit, stop at the first token after a new line
+    t = engine.generate(prompt, max_tokens=40, temperature=0.0, ignore_eos=True, t_max_predict_ms=1)
+    first_nl = next(i for i in range(len(full.tokens)) if "\n" in engine.detokenize(full.tokens[: i + 1]))
+    assert t.tokens == full.tokens[: first_nl + 1] and t.stop_reason == "limit"

@@ -136,9 +136,9 @@ class AsyncEngine:
         """Start a generation; same parameters as `Engine.stream`."""
         loop = asyncio.get_running_loop()
         self._ensure_dispatcher()
-        args = self.engine._args(prompt, kwargs)
+        args, kw = self.engine._args(prompt, kwargs)
         queue: asyncio.Queue = asyncio.Queue()
-        rid = self.engine._core.submit_to(self._hub, *args, quiet=_quiet)
+        rid = self.engine._core.submit_to(self._hub, *args, quiet=_quiet, **kw)
         with self._lock:
             self._routes[rid] = (loop, queue)
             for ev in self._early.pop(rid, []):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence, Union
+from typing import Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -269,7 +269,7 @@ class Engine:
             raise InvalidRequestError("prompt must be a str or a list of token ids (ints)")
         return [int(t) for t in ids]
 
-    def _args(self, prompt: Prompt, kw: dict) -> tuple:
+    def _args(self, prompt: Prompt, kw: dict) -> Tuple[tuple, dict]:
         unknown = set(kw) - _GEN_DEFAULTS.keys()
         if unknown:
             raise InvalidRequestError(f"unknown generation parameter(s): {', '.join(sorted(unknown))}")
@@ -294,7 +294,7 @@ class Engine:
             int(p["n_discard"]),
             bool(p["truncate"]),
             bool(p["return_progress"]),
-        )
+        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"])}
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
@@ -306,15 +306,15 @@ class Engine:
         ignore_eos, n_probs, cache_prompt=True, id_slot, n_keep=0 (-1: whole prompt),
         n_discard=0 (0: half), truncate=False (cut an over-long prompt instead of
         raising ContextOverflowError), return_progress=False (yield prompt-processing
-        chunks with `progress` set).
+        chunks with `progress` set), n_indent=0, t_max_predict_ms=0 (llama.cpp's).
         """
-        args = self._args(prompt, kwargs)
-        return Stream(self._core.submit(*args), progress=args[-1])
+        args, kw = self._args(prompt, kwargs)
+        return Stream(self._core.submit(*args, **kw), progress=args[-1])
 
     def _quiet(self, prompt: Prompt, kwargs: dict) -> Stream:
         """A request that sends only its final event (no per-token work in Python)."""
-        args = self._args(prompt, kwargs)
-        return Stream(self._core.submit(*args, quiet=True), progress=args[-1])
+        args, kw = self._args(prompt, kwargs)
+        return Stream(self._core.submit(*args, quiet=True, **kw), progress=args[-1])
 
     def generate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; same parameters as `stream`."""
@@ -376,4 +376,6 @@ _GEN_DEFAULTS = {
     "n_discard": 0,
     "truncate": False,
     "return_progress": False,
+    "n_indent": 0,
+    "t_max_predict_ms": 0,
 }

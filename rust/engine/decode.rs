@@ -12,11 +12,25 @@ pub struct GenParams {
     pub ignore_eos: bool,
     /// Report this many top log-probabilities with each token (0 = none).
     pub n_probs: usize,
+    /// llama.cpp `n_indent`: once a new line starts, a line indented by fewer spaces/tabs
+    /// ends the generation (that line is cut). 0 = off.
+    pub n_indent: usize,
+    /// llama.cpp `t_max_predict_ms`: stop once generation has run this long (from the
+    /// first token) and a new line has been generated. 0 = off.
+    pub t_max_predict_ms: u64,
 }
 
 impl Default for GenParams {
     fn default() -> Self {
-        GenParams { max_tokens: Some(16), stop: Vec::new(), sampling: SamplingParams::default(), ignore_eos: false, n_probs: 0 }
+        GenParams {
+            max_tokens: Some(16),
+            stop: Vec::new(),
+            sampling: SamplingParams::default(),
+            ignore_eos: false,
+            n_probs: 0,
+            n_indent: 0,
+            t_max_predict_ms: 0,
+        }
     }
 }
 
@@ -75,6 +89,9 @@ pub struct Decoder {
     pub truncated: bool,
     /// (token, log-probability, top candidates) of every kept token when n_probs > 0.
     pub probs: Vec<(u32, f32, Vec<(u32, f32)>)>,
+    /// Byte offset where the current line starts, once a new line was generated.
+    line_start: Option<usize>,
+    started: Option<std::time::Instant>,
 }
 
 impl Decoder {
@@ -91,6 +108,8 @@ impl Decoder {
             stopping_word: String::new(),
             truncated: false,
             probs: Vec::new(),
+            line_start: None,
+            started: None,
         }
     }
 
@@ -147,6 +166,14 @@ impl Decoder {
         let fresh = self.stream.push(&piece);
         self.text.push_str(&fresh);
         let mut out = TokenEvent { token: Some(id), text: String::new(), logprob, top };
+        let started = *self.started.get_or_insert_with(std::time::Instant::now);
+        if let Some(cut) = self.indent_cut() {
+            self.text.truncate(cut.max(self.sent));
+            out.text = self.text[self.sent..].to_string();
+            self.sent = self.text.len();
+            self.stop_reason = Some(StopReason::Limit);
+            return Some(out);
+        }
         match self.matcher.check(&self.text, self.sent) {
             StopCheck::Matched { at, word } => {
                 out.text = self.text[self.sent..at.max(self.sent)].to_string();
@@ -161,12 +188,35 @@ impl Decoder {
                 self.sent = u;
             }
         }
-        if self.at_limit() {
+        let timed_out = self.params.t_max_predict_ms > 0
+            && self.text.contains('\n')
+            && started.elapsed().as_millis() as u64 >= self.params.t_max_predict_ms;
+        if self.at_limit() || timed_out {
             if let Some(rest) = self.finish(StopReason::Limit) {
                 out.text.push_str(&rest.text);
             }
         }
         Some(out)
+    }
+
+    /// n_indent (llama.cpp): when the current line has begun with less indentation than
+    /// asked, the byte offset to cut the text at. Also advances to the next line start.
+    fn indent_cut(&mut self) -> Option<usize> {
+        let want = self.params.n_indent;
+        if want == 0 {
+            return None;
+        }
+        if let Some(ls) = self.line_start {
+            let ind = self.text.as_bytes()[ls..].iter().take_while(|&&b| b == b' ' || b == b'\t').count();
+            if ls + ind < self.text.len() && ind < want {
+                return Some(ls + ind);
+            }
+        }
+        let from = self.line_start.unwrap_or(0);
+        if let Some(p) = self.text[from..].find('\n') {
+            self.line_start = Some(from + p + 1);
+        }
+        None
     }
 }
 

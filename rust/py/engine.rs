@@ -99,7 +99,7 @@ impl PyEngine {
 
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -120,19 +120,23 @@ impl PyEngine {
         truncate: bool,
         return_progress: bool,
         quiet: bool,
+        n_indent: usize,
+        t_max_predict_ms: u64,
     ) -> PyResult<PyRequest> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.return_progress = return_progress;
         p.quiet = quiet;
+        p.gen.n_indent = n_indent;
+        p.gen.t_max_predict_ms = t_max_predict_ms;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
     }
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -154,12 +158,16 @@ impl PyEngine {
         truncate: bool,
         return_progress: bool,
         quiet: bool,
+        n_indent: usize,
+        t_max_predict_ms: u64,
     ) -> PyResult<u64> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.return_progress = return_progress;
         p.quiet = quiet;
+        p.gen.n_indent = n_indent;
+        p.gen.t_max_predict_ms = t_max_predict_ms;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
 
@@ -375,6 +383,8 @@ impl PyEngine {
             },
             ignore_eos,
             n_probs: n_probs as usize,
+            n_indent: 0,
+            t_max_predict_ms: 0,
         };
         let mut p = RequestParams::new(prompt, gen);
         p.cache_prompt = cache_prompt;

@@ -35,8 +35,10 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
         raise ApiError(400, f"n_discard: must be >= 0, got {data.n_discard}")
     if data.t_max_predict_ms < 0:
         raise ApiError(400, f"t_max_predict_ms: must be >= 0, got {data.t_max_predict_ms}")
-    if data.n_indent != 0:
-        raise ApiError(501, "n_indent: indentation-based stopping is not supported yet", "not_supported_error")
+    if data.n_indent < 0:
+        raise ApiError(400, f"n_indent: must be >= 0, got {data.n_indent}")
+    if data.post_sampling_probs:
+        raise ApiError(501, "post_sampling_probs: not supported yet; n_probs reports pre-sampling log-probabilities", "not_supported_error")
     return svc.gen_kwargs(
         data,
         n_predict=data.n_predict,
@@ -47,6 +49,8 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
         n_discard=data.n_discard,
         truncate=data.truncate,
         return_progress=data.return_progress and data.stream,
+        n_indent=data.n_indent,
+        t_max_predict_ms=data.t_max_predict_ms,
     )
 
 
@@ -82,9 +86,6 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
                 if data.timings_per_token and s.prompt_progress is not None:
                     ev["timings"] = shapes.running_timings(s.prompt_progress, n_out, (time.monotonic() - t0) * 1e3)
                 yield event(ev)
-                if data.t_max_predict_ms and (time.monotonic() - t0) * 1e3 > data.t_max_predict_ms:
-                    await s.aclose()
-                    return
             fin = shapes.native_final(e, s.result, kw, svc.model_id, 0, False, False)
             fin["content"] = ""
             yield event(shapes.pick_fields(fin, data.response_fields) if data.response_fields else fin)
