@@ -52,7 +52,14 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
 
 
 def serve(config: ServerConfig) -> int:
+    import signal
+    import sys
+
     import uvicorn
+
+    # uvicorn shuts down gracefully on SIGTERM, then re-raises it under the previous
+    # handler: make that a clean exit (status 0), as llama-server's
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     app = create_app(config)
     kw = dict(log_level="info" if config.verbose else "warning", timeout_keep_alive=config.timeout)
