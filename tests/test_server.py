@@ -172,7 +172,12 @@ BAD = [
     ("POST", "/completion", {"prompt": "x", "stop": 12}, 400),
     ("POST", "/completion", {"prompt": "x", "n_cmpl": 0}, 400),
     ("POST", "/completion", {"prompt": "x " * 3000, "n_predict": 1}, 400),
-    ("POST", "/completion", {"prompt": "x", "repeat_penalty": 1.3}, 501),
+    ("POST", "/completion", {"prompt": "x", "repeat_penalty": -1}, 400),
+    ("POST", "/completion", {"prompt": "x", "samplers": ["bogus"]}, 400),
+    ("POST", "/completion", {"prompt": "x", "mirostat": 7}, 400),
+    ("POST", "/completion", {"prompt": "x", "logit_bias": [[10**9, 1.0]]}, 400),
+    ("POST", "/completion", {"prompt": "x", "logit_bias": [[5, "high"]]}, 400),
+    ("POST", "/completion", {"prompt": "x", "dry_multiplier": 0.8, "dry_base": 0.5}, 400),
     ("POST", "/completion", {"prompt": "x", "grammar": "root ::= \"a\""}, 501),
     ("POST", "/completion", [1, 2, 3], 400),
     ("POST", "/tokenize", {"content": 5}, 400),
@@ -280,3 +285,25 @@ def test_streamed_request_beyond_context_gets_a_real_400(client):
     assert r.status_code == 400 and r.json()["error"]["type"] == "exceed_context_size_error"
     r = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "x " * 3000}], "stream": True})
     assert r.status_code == 400
+
+
+def test_sampler_fields_change_generation(client, engine):
+    p = {"prompt": "The capital of France is", "n_predict": 24, "temperature": 0}
+    base = client.post("/completion", json=p).json()["content"]
+    pen = client.post("/completion", json={**p, "repeat_penalty": 1.5}).json()["content"]
+    assert pen != base and pen == engine.generate("The capital of France is", max_tokens=24, temperature=0.0, repeat_penalty=1.5).text
+    first = engine.generate("The capital of France is", max_tokens=1, temperature=0.0).tokens[0]
+    banned = client.post("/completion", json={**p, "n_predict": 3, "logit_bias": [[first, False]], "return_tokens": True}).json()
+    assert banned["tokens"][0] != first
+    oai = client.post("/v1/completions", json={"prompt": "The capital of France is", "max_tokens": 3, "temperature": 0, "logit_bias": {str(first): -100}}).json()
+    assert not oai["choices"][0]["text"].startswith(engine.detokenize([first]))
+    order = client.post("/completion", json={**p, "temperature": 0.9, "seed": 5, "samplers": "kt"}).json()
+    assert order["stop_type"] == "limit"
+
+
+def test_random_seed_is_reported_and_reproduces(client):
+    r = client.post("/completion", json={"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": -1}).json()
+    seed = r["generation_settings"]["seed"]
+    assert seed >= 0
+    again = client.post("/completion", json={"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": seed}).json()
+    assert again["content"] == r["content"]

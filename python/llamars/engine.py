@@ -269,10 +269,35 @@ class Engine:
             raise InvalidRequestError("prompt must be a str or a list of token ids (ints)")
         return [int(t) for t in ids]
 
+    def _logit_bias(self, lb) -> list:
+        """llama.cpp's logit_bias forms → [(id, bias)]: [[id or text, bias], ...] or
+        {id or text: bias}; a text biases each of its tokens; bias false = never."""
+        items = lb.items() if isinstance(lb, dict) else lb
+        out = []
+        for item in items:
+            if not isinstance(item, (list, tuple)) or len(item) != 2:
+                raise InvalidRequestError("logit_bias: entries must be [token id or text, bias] pairs")
+            key, bias = item
+            if bias is False:
+                bias = float("-inf")
+            elif isinstance(bias, bool) or not isinstance(bias, (int, float)):
+                raise InvalidRequestError(f"logit_bias: bias for {key!r} must be a number or false")
+            if isinstance(key, str) and not key.lstrip("-").isdigit():
+                ids = self.tokenize(key, add_special=False, parse_special=False)
+            elif isinstance(key, (int, str)) and not isinstance(key, bool):
+                ids = [int(key)]
+            else:
+                raise InvalidRequestError(f"logit_bias: {key!r} is not a token id or text")
+            out += [(i, float(bias)) for i in ids]
+        return out
+
     def _args(self, prompt: Prompt, kw: dict) -> Tuple[tuple, dict]:
-        unknown = set(kw) - _GEN_DEFAULTS.keys()
+        unknown = set(kw) - _GEN_DEFAULTS.keys() - SAMPLING_KEYS
         if unknown:
             raise InvalidRequestError(f"unknown generation parameter(s): {', '.join(sorted(unknown))}")
+        sampling = {k: kw.pop(k) for k in list(kw) if k in SAMPLING_KEYS and kw[k] is not None}
+        if "logit_bias" in sampling:
+            sampling["logit_bias"] = self._logit_bias(sampling["logit_bias"])
         p = {**_GEN_DEFAULTS, **kw}
         stop = p["stop"]
         if isinstance(stop, str):
@@ -294,7 +319,7 @@ class Engine:
             int(p["n_discard"]),
             bool(p["truncate"]),
             bool(p["return_progress"]),
-        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"])}
+        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"]), "sampling": sampling or None}
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
@@ -306,7 +331,10 @@ class Engine:
         ignore_eos, n_probs, cache_prompt=True, id_slot, n_keep=0 (-1: whole prompt),
         n_discard=0 (0: half), truncate=False (cut an over-long prompt instead of
         raising ContextOverflowError), return_progress=False (yield prompt-processing
-        chunks with `progress` set), n_indent=0, t_max_predict_ms=0 (llama.cpp's).
+        chunks with `progress` set), n_indent=0, t_max_predict_ms=0 (llama.cpp's), and
+        llama.cpp's other sampler fields (repeat_penalty, presence_penalty,
+        frequency_penalty, repeat_last_n, dry_*, typical_p, top_n_sigma, xtc_*, mirostat*,
+        dynatemp_*, min_keep, logit_bias, samplers) with llama.cpp's defaults.
         """
         args, kw = self._args(prompt, kwargs)
         return Stream(self._core.submit(*args, **kw), progress=args[-1])
@@ -359,6 +387,13 @@ class Engine:
     def __exit__(self, *exc) -> None:
         self.close()
 
+
+# llama.cpp's other sampler fields, passed to the core only when set
+SAMPLING_KEYS = frozenset(
+    "dynatemp_range dynatemp_exponent typical_p top_n_sigma xtc_probability xtc_threshold repeat_penalty "
+    "presence_penalty frequency_penalty repeat_last_n dry_multiplier dry_base dry_allowed_length "
+    "dry_penalty_last_n dry_sequence_breakers mirostat mirostat_tau mirostat_eta min_keep logit_bias samplers".split()
+)
 
 _GEN_DEFAULTS = {
     "max_tokens": 16,

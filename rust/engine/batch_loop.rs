@@ -231,8 +231,15 @@ impl Loop {
         }
         self.slots[si].truncate(reuse);
         let started = Instant::now();
+        let mut gen = req.params.gen.clone();
+        gen.sampling.n_ctx = n_ctx;
+        let mut dec = Decoder::new(gen);
+        if dec.needs_vocab() {
+            dec.set_vocab(self.engine.pieces());
+        }
+        dec.prime(&prompt);
         Ok(Task {
-            dec: Decoder::new(req.params.gen.clone()),
+            dec,
             n_prompt: prompt.len(),
             tokens_cached: reuse,
             prompt,

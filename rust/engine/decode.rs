@@ -117,6 +117,22 @@ impl Decoder {
         self.sampler.seed()
     }
 
+    /// Whether the sampler needs token texts (DRY's sequence breakers).
+    pub fn needs_vocab(&self) -> bool {
+        self.params.sampling.dry_multiplier > 0.0
+    }
+
+    pub fn set_vocab(&mut self, pieces: std::sync::Arc<Vec<Vec<u8>>>) {
+        self.sampler.set_vocab(pieces);
+    }
+
+    /// Feed the prompt to the penalties and DRY history.
+    pub fn prime(&mut self, prompt: &[u32]) {
+        for &t in prompt {
+            self.sampler.accept(t);
+        }
+    }
+
     pub fn is_done(&self) -> bool {
         self.stop_reason.is_some()
     }
@@ -154,6 +170,7 @@ impl Decoder {
         let n_probs = self.params.n_probs;
         let top = if n_probs > 0 { top_logprobs(logits, n_probs) } else { Vec::new() };
         let id = self.sampler.sample(logits);
+        self.sampler.accept(id);
         let logprob = if n_probs > 0 { Some(log_softmax_at(logits, id as usize)) } else { None };
         if tok.vocab.is_eog(id) && !self.params.ignore_eos {
             return self.finish(StopReason::Eos);

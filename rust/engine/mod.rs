@@ -46,6 +46,8 @@ pub struct Engine {
     pub tokenizer: Tokenizer,
     pub pool: ThreadPool,
     pub config: EngineConfig,
+    /// Token id → text bytes, built on first use (DRY's sequence breakers).
+    pieces: std::sync::OnceLock<Arc<Vec<Vec<u8>>>>,
 }
 
 /// A private single-sequence KV cache plus activations, outside the scheduler
@@ -77,7 +79,14 @@ impl Engine {
         }
         let n_threads = config.n_threads.unwrap_or_else(default_threads).max(1);
         config.n_threads = Some(n_threads);
-        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config })
+        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, pieces: std::sync::OnceLock::new() })
+    }
+
+    /// Every token's text (special tokens rendered), shared.
+    pub fn pieces(&self) -> Arc<Vec<Vec<u8>>> {
+        self.pieces
+            .get_or_init(|| Arc::new((0..self.model.config.n_vocab as u32).map(|t| self.tokenizer.token_to_piece(t, true)).collect()))
+            .clone()
     }
 
     pub fn new_session(&self) -> Result<Session> {

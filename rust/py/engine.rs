@@ -2,7 +2,7 @@
 //! inputs, release the GIL around the work, convert back.
 use super::errors::{to_py, InvalidRequestError};
 use crate::engine::{Engine, EngineConfig, Event, Final, GenParams, Hub, RequestParams, SchedConfig, Scheduler, Sink, SlotAction};
-use crate::sampling::SamplingParams;
+use crate::sampling::{parse_sampler_names, parse_sampling_seq, SamplingParams};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3::IntoPyObjectExt;
@@ -99,7 +99,7 @@ impl PyEngine {
 
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, sampling=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -122,21 +122,19 @@ impl PyEngine {
         quiet: bool,
         n_indent: usize,
         t_max_predict_ms: u64,
+        sampling: Option<Bound<'_, PyDict>>,
     ) -> PyResult<PyRequest> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
-        p.return_progress = return_progress;
-        p.quiet = quiet;
-        p.gen.n_indent = n_indent;
-        p.gen.t_max_predict_ms = t_max_predict_ms;
+        self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
     }
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, sampling=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -160,14 +158,12 @@ impl PyEngine {
         quiet: bool,
         n_indent: usize,
         t_max_predict_ms: u64,
+        sampling: Option<Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
-        p.return_progress = return_progress;
-        p.quiet = quiet;
-        p.gen.n_indent = n_indent;
-        p.gen.t_max_predict_ms = t_max_predict_ms;
+        self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
 
@@ -310,6 +306,30 @@ impl PyEngine {
 }
 
 impl PyEngine {
+    /// The keyword-only request options shared by `submit` and `submit_to`.
+    fn extras(
+        &self,
+        p: &mut RequestParams,
+        return_progress: bool,
+        quiet: bool,
+        n_indent: usize,
+        t_max_predict_ms: u64,
+        sampling: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<()> {
+        p.return_progress = return_progress;
+        p.quiet = quiet;
+        p.gen.n_indent = n_indent;
+        p.gen.t_max_predict_ms = t_max_predict_ms;
+        if let Some(d) = sampling {
+            extra_sampling(&mut p.gen.sampling, &d)?;
+            let nv = self.inner.model.config.n_vocab;
+            if let Some((t, _)) = p.gen.sampling.logit_bias.iter().find(|(t, _)| *t as usize >= nv) {
+                return Err(InvalidRequestError::new_err(format!("logit_bias: token id {t} is out of range [0, {nv})")));
+            }
+        }
+        p.gen.sampling.validate().map_err(InvalidRequestError::new_err)
+    }
+
     fn check_ids(&self, ids: &[i64], field: &str) -> PyResult<Vec<u32>> {
         let nv = self.inner.model.config.n_vocab as i64;
         ids.iter()
@@ -380,6 +400,7 @@ impl PyEngine {
                 top_p,
                 min_p,
                 seed: seed.filter(|&s| s >= 0).map(|s| s as u64),
+                ..SamplingParams::default()
             },
             ignore_eos,
             n_probs: n_probs as usize,
@@ -394,6 +415,54 @@ impl PyEngine {
         p.truncate = truncate;
         Ok(p)
     }
+}
+
+/// The rest of llama.cpp's sampling fields, from a dict of the ones the caller set.
+/// Wrong types or unknown names are errors naming the field.
+fn extra_sampling(sp: &mut SamplingParams, d: &Bound<'_, PyDict>) -> PyResult<()> {
+    for (k, v) in d.iter() {
+        let key: String = k.extract()?;
+        let bad = |what: &str| InvalidRequestError::new_err(format!("{key}: must be {what}"));
+        let f = || v.extract::<f64>().map(|x| x as f32).map_err(|_| bad("a number"));
+        let n = || v.extract::<i64>().map_err(|_| bad("an integer"));
+        let u = || v.extract::<i64>().ok().filter(|&x| x >= 0).map(|x| x as usize).ok_or_else(|| bad("a non-negative integer"));
+        match key.as_str() {
+            "dynatemp_range" => sp.dynatemp_range = f()?,
+            "dynatemp_exponent" => sp.dynatemp_exponent = f()?,
+            "typical_p" => sp.typical_p = f()?,
+            "top_n_sigma" => sp.top_n_sigma = f()?,
+            "xtc_probability" => sp.xtc_probability = f()?,
+            "xtc_threshold" => sp.xtc_threshold = f()?,
+            "repeat_penalty" => sp.repeat_penalty = f()?,
+            "presence_penalty" => sp.presence_penalty = f()?,
+            "frequency_penalty" => sp.frequency_penalty = f()?,
+            "repeat_last_n" => sp.repeat_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
+            "dry_multiplier" => sp.dry_multiplier = f()?,
+            "dry_base" => sp.dry_base = f()?,
+            "dry_allowed_length" => sp.dry_allowed_length = u()?,
+            "dry_penalty_last_n" => sp.dry_penalty_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
+            "dry_sequence_breakers" => sp.dry_sequence_breakers = v.extract().map_err(|_| bad("a list of strings"))?,
+            "mirostat" => sp.mirostat = u()?.min(255) as u8,
+            "mirostat_tau" => sp.mirostat_tau = f()?,
+            "mirostat_eta" => sp.mirostat_eta = f()?,
+            "min_keep" => sp.min_keep = u()?,
+            "logit_bias" => {
+                let pairs: Vec<(u32, f64)> = v.extract().map_err(|_| bad("a list of [token id, bias] pairs"))?;
+                sp.logit_bias = pairs.into_iter().map(|(t, b)| (t, b as f32)).collect();
+            }
+            "samplers" => {
+                sp.samplers = if let Ok(seq) = v.extract::<String>() {
+                    parse_sampling_seq(&seq)
+                } else {
+                    let names: Vec<String> = v.extract().map_err(|_| bad("a list of sampler names or a string of letters"))?;
+                    parse_sampler_names(&names)
+                }
+                .map_err(InvalidRequestError::new_err)?;
+            }
+            _ => return Err(InvalidRequestError::new_err(format!("{key}: unknown sampling parameter"))),
+        }
+    }
+    Ok(())
 }
 
 type TokenTuple = (Option<u32>, String, Option<f32>, Vec<(u32, f32)>);

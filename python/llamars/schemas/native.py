@@ -19,18 +19,27 @@ class Sampling(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     seed: Optional[int] = None
     n_probs: Optional[int] = None
     ignore_eos: bool = False
-    # accepted llama.cpp sampler fields; a value other than the neutral default is refused
-    # with 501 until the sampler chain implements it
+    # the rest of llama.cpp's sampler chain (None: the server default)
     repeat_penalty: Optional[float] = None
     repeat_last_n: Optional[int] = None
     presence_penalty: Optional[float] = None
     frequency_penalty: Optional[float] = None
     dry_multiplier: Optional[float] = None
+    dry_base: Optional[float] = None
+    dry_allowed_length: Optional[int] = None
+    dry_penalty_last_n: Optional[int] = None
+    dry_sequence_breakers: Optional[List[str]] = None
     xtc_probability: Optional[float] = None
+    xtc_threshold: Optional[float] = None
     typical_p: Optional[float] = None
     top_n_sigma: Optional[float] = None
     mirostat: Optional[int] = None
+    mirostat_tau: Optional[float] = None
+    mirostat_eta: Optional[float] = None
     dynatemp_range: Optional[float] = None
+    dynatemp_exponent: Optional[float] = None
+    min_keep: Optional[int] = None
+    # constrained output arrives with the grammar engine: refused with 501 until then
     grammar: Optional[str] = None
     json_schema: Optional[Dict[str, Any]] = None
     logit_bias: Optional[Union[Dict[str, Any], List[Any]]] = None

@@ -14,23 +14,13 @@ from ..engine import Engine
 from ..schemas.native import Prompt, Sampling
 from .errors import ApiError
 
-# neutral values of sampler fields the engine does not implement yet
-_NEUTRAL = {
-    "repeat_penalty": (1.0,),
-    "repeat_last_n": None,  # only matters with a penalty
-    "presence_penalty": (0.0,),
-    "frequency_penalty": (0.0,),
-    "dry_multiplier": (0.0,),
-    "xtc_probability": (0.0,),
-    "typical_p": (1.0,),
-    "top_n_sigma": (-1.0, 0.0),
-    "mirostat": (0,),
-    "dynatemp_range": (0.0,),
-    "grammar": ("",),
-    "json_schema": ({},),
-    "logit_bias": ({}, []),
-    "samplers": None,
-}
+# llama.cpp sampler fields passed through to the engine when a request sets them
+_SAMPLER_FIELDS = (
+    "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base",
+    "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
+    "typical_p", "top_n_sigma", "mirostat", "mirostat_tau", "mirostat_eta", "dynatemp_range", "dynatemp_exponent",
+    "min_keep", "logit_bias", "samplers",
+)
 
 
 class Service:
@@ -149,14 +139,13 @@ class Service:
         return out
 
     def gen_kwargs(self, r: Sampling, *, n_predict: Optional[int], stop, n_probs: Optional[int] = None, **extra) -> dict:
-        for name, neutral in _NEUTRAL.items():
-            v = getattr(r, name)
-            if v is None or neutral is None:
-                if neutral is None and v is not None and name == "samplers":
-                    raise ApiError(501, f"{name}: custom sampler order is not supported yet", "not_supported_error")
-                continue
-            if v not in neutral:
-                raise ApiError(501, f"{name}: this sampler is not supported yet; leave it unset", "not_supported_error")
+        if r.grammar:
+            raise ApiError(501, "grammar: grammar-constrained sampling is not supported yet", "not_supported_error")
+        if r.json_schema:
+            raise ApiError(501, "json_schema: schema-constrained sampling is not supported yet", "not_supported_error")
+        extra_sampling = {k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}
+        if isinstance(extra_sampling.get("logit_bias"), (dict, list)) and not extra_sampling["logit_bias"]:
+            extra_sampling.pop("logit_bias")
         d = self.config.sampling
         if n_predict is None:
             n_predict = d.n_predict
@@ -177,6 +166,7 @@ class Service:
             seed=None if seed is None or seed < 0 else seed,
             ignore_eos=r.ignore_eos,
             n_probs=np_,
+            **extra_sampling,
             **extra,
         )
 

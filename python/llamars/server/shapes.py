@@ -88,7 +88,7 @@ def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: in
         "model": model,
         "tokens_predicted": len(r.tokens),
         "tokens_evaluated": r.tokens_evaluated,
-        "generation_settings": settings(kw, model, e.n_ctx_slot),
+        "generation_settings": settings(kw, model, e.n_ctx_slot, {"seed": r.seed}),
         "prompt": e.detokenize(r.prompt_tokens),
         "has_new_line": "\n" in r.text,
         "truncated": r.truncated,
