@@ -307,3 +307,15 @@ def test_random_seed_is_reported_and_reproduces(client):
     assert seed >= 0
     again = client.post("/completion", json={"prompt": "Once upon a time", "n_predict": 8, "temperature": 0.9, "seed": seed}).json()
     assert again["content"] == r["content"]
+
+
+def test_post_sampling_probs(client):
+    body = {"prompt": "The capital of France is", "n_predict": 3, "temperature": 0.8, "top_k": 5, "seed": 1, "n_probs": 3, "post_sampling_probs": True}
+    r = client.post("/completion", json=body).json()
+    for p in r["completion_probabilities"]:
+        assert set(p) == {"id", "token", "bytes", "prob", "top_probs"}
+        assert 0 < p["prob"] <= 1 and len(p["top_probs"]) == 3
+        assert all(0 <= t["prob"] <= 1 for t in p["top_probs"]) and sum(t["prob"] for t in p["top_probs"]) <= 1.0 + 1e-5
+        assert p["id"] in [t["id"] for t in p["top_probs"]] or p["prob"] <= p["top_probs"][-1]["prob"]
+    greedy = client.post("/completion", json={**body, "temperature": 0}).json()
+    assert all(p["prob"] == 1.0 for p in greedy["completion_probabilities"])

@@ -319,7 +319,8 @@ class Engine:
             int(p["n_discard"]),
             bool(p["truncate"]),
             bool(p["return_progress"]),
-        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"]), "sampling": sampling or None}
+        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"]),
+            "post_sampling_probs": bool(p["post_sampling_probs"]), "sampling": sampling or None}
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
@@ -413,4 +414,5 @@ _GEN_DEFAULTS = {
     "return_progress": False,
     "n_indent": 0,
     "t_max_predict_ms": 0,
+    "post_sampling_probs": False,
 }

@@ -18,6 +18,9 @@ pub struct GenParams {
     /// llama.cpp `t_max_predict_ms`: stop once generation has run this long (from the
     /// first token) and a new line has been generated. 0 = off.
     pub t_max_predict_ms: u64,
+    /// Report probabilities after the sampler chain (llama.cpp `post_sampling_probs`)
+    /// instead of log-probabilities of the raw logits.
+    pub post_sampling_probs: bool,
 }
 
 impl Default for GenParams {
@@ -30,6 +33,7 @@ impl Default for GenParams {
             n_probs: 0,
             n_indent: 0,
             t_max_predict_ms: 0,
+            post_sampling_probs: false,
         }
     }
 }
@@ -168,10 +172,19 @@ impl Decoder {
             return self.finish(StopReason::Limit);
         }
         let n_probs = self.params.n_probs;
-        let top = if n_probs > 0 { top_logprobs(logits, n_probs) } else { Vec::new() };
+        let post = self.params.post_sampling_probs;
+        let mut top = if n_probs > 0 && !post { top_logprobs(logits, n_probs) } else { Vec::new() };
         let id = self.sampler.sample(logits);
         self.sampler.accept(id);
-        let logprob = if n_probs > 0 { Some(log_softmax_at(logits, id as usize)) } else { None };
+        // log-probability of the raw logits, or (post_sampling_probs) the probability after the chain
+        let logprob = match (n_probs > 0, post) {
+            (false, _) => None,
+            (true, false) => Some(log_softmax_at(logits, id as usize)),
+            (true, true) => {
+                top = self.sampler.last_probs(n_probs);
+                Some(self.sampler.prob_of(id))
+            }
+        };
         if tok.vocab.is_eog(id) && !self.params.ignore_eos {
             return self.finish(StopReason::Eos);
         }

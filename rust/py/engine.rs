@@ -99,7 +99,7 @@ impl PyEngine {
 
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, sampling=None))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -122,11 +122,13 @@ impl PyEngine {
         quiet: bool,
         n_indent: usize,
         t_max_predict_ms: u64,
+        post_sampling_probs: bool,
         sampling: Option<Bound<'_, PyDict>>,
     ) -> PyResult<PyRequest> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
+        p.gen.post_sampling_probs = post_sampling_probs;
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
@@ -134,7 +136,7 @@ impl PyEngine {
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, sampling=None))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -158,11 +160,13 @@ impl PyEngine {
         quiet: bool,
         n_indent: usize,
         t_max_predict_ms: u64,
+        post_sampling_probs: bool,
         sampling: Option<Bound<'_, PyDict>>,
     ) -> PyResult<u64> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
+        p.gen.post_sampling_probs = post_sampling_probs;
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
@@ -406,6 +410,7 @@ impl PyEngine {
             n_probs: n_probs as usize,
             n_indent: 0,
             t_max_predict_ms: 0,
+            post_sampling_probs: false,
         };
         let mut p = RequestParams::new(prompt, gen);
         p.cache_prompt = cache_prompt;

@@ -174,6 +174,14 @@ impl Sampler {
         v.into_iter().map(|t| (t.id, t.p)).collect()
     }
 
+    /// After `sample()`: the final probability of `id` (0 when it did not survive the chain).
+    pub fn prob_of(&self, id: u32) -> f32 {
+        if self.selected.is_none() {
+            return 0.0;
+        }
+        self.cands.data.iter().find(|t| t.id == id).map(|t| t.p).unwrap_or(0.0)
+    }
+
     /// Mirostat's current `mu` (None without mirostat).
     pub fn mirostat_mu(&self) -> Option<f32> {
         self.mirostat.as_ref().map(|m| m.mu)

@@ -45,14 +45,17 @@ def piece(e: Engine, tok: int) -> tuple:
     return b.decode("utf-8", "replace"), list(b)
 
 
-def probs(e: Engine, tok: int, logprob: float, top: list) -> dict:
+def probs(e: Engine, tok: int, value: float, top: list, post: bool = False) -> dict:
+    """One completion_probabilities entry: log-probabilities, or with post_sampling_probs
+    the probabilities after the sampler chain (`prob` / `top_probs`, llama.cpp's names)."""
     text, bs = piece(e, tok)
+    key, tkey = ("prob", "top_probs") if post else ("logprob", "top_logprobs")
     return {
         "id": tok,
         "token": text,
         "bytes": bs,
-        "logprob": logprob,
-        "top_logprobs": [{"id": i, "token": piece(e, i)[0], "bytes": piece(e, i)[1], "logprob": lp} for i, lp in top],
+        key: value,
+        tkey: [{"id": i, "token": piece(e, i)[0], "bytes": piece(e, i)[1], key: v} for i, v in top],
     }
 
 
@@ -78,7 +81,7 @@ def settings(kw: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> 
     }
 
 
-def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: int, return_tokens: bool, with_probs: bool) -> dict:
+def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: int, return_tokens: bool, with_probs: bool, post: bool = False) -> dict:
     out = {
         "index": index,
         "content": r.text,
@@ -98,7 +101,7 @@ def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: in
         "timings": timings(r),
     }
     if with_probs:
-        out["completion_probabilities"] = [probs(e, p["id"], p["logprob"], [(t["id"], t["logprob"]) for t in p["top_logprobs"]]) for p in r.probs]
+        out["completion_probabilities"] = [probs(e, p["id"], p["logprob"], [(t["id"], t["logprob"]) for t in p["top_logprobs"]], post) for p in r.probs]
     return out
 
 

@@ -37,8 +37,6 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
         raise ApiError(400, f"t_max_predict_ms: must be >= 0, got {data.t_max_predict_ms}")
     if data.n_indent < 0:
         raise ApiError(400, f"n_indent: must be >= 0, got {data.n_indent}")
-    if data.post_sampling_probs:
-        raise ApiError(501, "post_sampling_probs: not supported yet; n_probs reports pre-sampling log-probabilities", "not_supported_error")
     return svc.gen_kwargs(
         data,
         n_predict=data.n_predict,
@@ -51,6 +49,7 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
         return_progress=data.return_progress and data.stream,
         n_indent=data.n_indent,
         t_max_predict_ms=data.t_max_predict_ms,
+        post_sampling_probs=data.post_sampling_probs,
     )
 
 
@@ -62,7 +61,7 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
     with_probs = kw["n_probs"] > 0
     if not data.stream:
         results = await asyncio.gather(*(_collect(svc, p, kw) for p in prompts))
-        out = [shapes.native_final(e, r, kw, svc.model_id, i, data.return_tokens, with_probs) for i, r in enumerate(results)]
+        out = [shapes.native_final(e, r, kw, svc.model_id, i, data.return_tokens, with_probs, data.post_sampling_probs) for i, r in enumerate(results)]
         if data.response_fields:
             out = [shapes.pick_fields(o, data.response_fields) for o in out]
         return out[0] if len(out) == 1 else out
@@ -82,7 +81,7 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
                 n_out += 1
                 ev = {"index": 0, "content": c.text, "tokens": [c.token] if data.return_tokens and c.token is not None else [], "stop": False, "id_slot": -1}
                 if with_probs and c.token is not None:
-                    ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs)]
+                    ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs, data.post_sampling_probs)]
                 if data.timings_per_token and s.prompt_progress is not None:
                     ev["timings"] = shapes.running_timings(s.prompt_progress, n_out, (time.monotonic() - t0) * 1e3)
                 yield event(ev)

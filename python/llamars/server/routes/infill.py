@@ -71,7 +71,7 @@ async def infill(data: InfillRequest, svc: Service) -> dict:
     r = await _collect(svc, ids, kw)
     from .. import shapes
 
-    return shapes.native_final(e, r, kw, svc.model_id, 0, data.return_tokens, kw["n_probs"] > 0)
+    return shapes.native_final(e, r, kw, svc.model_id, 0, data.return_tokens, kw["n_probs"] > 0, data.post_sampling_probs)
 
 
 ROUTES = [infill]
