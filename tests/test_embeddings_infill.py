@@ -99,3 +99,41 @@ def test_infill_prompt_layout():
     fim.update(rep=4, sep=5)
     ids = build(tok, fim, [], "ab", "cd", "", [X("f.py", "xy")])
     assert ids == [4] + tok("myproject\n") + [5] + tok("f.py\n") + tok("xy") + [5] + tok("filename\n") + [1] + tok("ab") + [2] + tok("cd") + [3]
+
+
+def test_infill_on_a_model_with_fim_tokens_streamed_and_not(tmp_path):
+    """A tiny model whose metadata names FIM tokens: /infill builds the FIM prompt and
+    generates, streamed or not, with the same tokens; named template variants are picked
+    by --chat-template NAME."""
+    import json
+
+    import tiny_models as tm
+
+    path = tmp_path / "fim.gguf"
+    tm.write_model(
+        path,
+        "llama",
+        "F32",
+        seed=4,
+        extra_kvs=[
+            tm.KV("tokenizer.ggml.fim_pre_token_id", tm.VT.UINT32, 10),
+            tm.KV("tokenizer.ggml.fim_suf_token_id", tm.VT.UINT32, 11),
+            tm.KV("tokenizer.ggml.fim_mid_token_id", tm.VT.UINT32, 12),
+            tm.KV("tokenizer.chat_template.plain", tm.VT.STRING, "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"),
+        ],
+    )
+    cfg = ServerConfig(model=str(path), n_ctx=256, n_parallel=1, chat_template="plain")
+    s = LiveServer(create_app(cfg)).start()
+    try:
+        body = {"input_prefix": "ab", "input_suffix": "cd", "prompt": "", "n_predict": 5, "temperature": 0, "ignore_eos": True, "return_tokens": True}
+        r = httpx.post(s.url + "/infill", json=body, timeout=60).json()
+        assert r["tokens_predicted"] == 5
+        assert r["tokens_evaluated"] >= 4
+        with httpx.stream("POST", s.url + "/infill", json={**body, "stream": True}, timeout=60) as resp:
+            events = [json.loads(line[6:]) for line in resp.iter_lines() if line.startswith("data: ")]
+        assert events[-1]["stop"] is True
+        assert [t for e in events[:-1] for t in e["tokens"]] == r["tokens"]
+        t = httpx.post(s.url + "/apply-template", json={"messages": [{"role": "user", "content": "hi"}]}).json()
+        assert t["prompt"] == "[user] hi\n"
+    finally:
+        s.stop()

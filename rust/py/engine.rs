@@ -277,6 +277,14 @@ impl PyEngine {
         d.set_item("eot", v.eot)?;
         d.set_item("add_bos", v.add_bos)?;
         d.set_item("chat_template", g.get("tokenizer.chat_template").and_then(|v| v.as_str()))?;
+        // named variants: tokenizer.chat_template.<name> (e.g. tool_use, rag)
+        let variants = PyDict::new(py);
+        for (k, v) in g.metadata() {
+            if let (Some(name), Some(src)) = (k.strip_prefix("tokenizer.chat_template."), v.as_str()) {
+                variants.set_item(name, src)?;
+            }
+        }
+        d.set_item("chat_templates", variants)?;
         let fim = PyDict::new(py);
         for (name, keys) in [
             ("pre", &["tokenizer.ggml.fim_pre_token_id", "tokenizer.ggml.prefix_token_id"][..]),

@@ -77,10 +77,12 @@ class Service:
         c = self.config
         bos = e.token_to_piece(e.info["bos"]).decode("utf-8", "replace") if e.info.get("bos") is not None else ""
         eos = e.token_to_piece(e.info["eos"]).decode("utf-8", "replace") if e.info.get("eos") is not None else ""
+        variants = e.info.get("chat_templates") or {}
+        named = c.chat_template in variants  # --chat-template NAME picks tokenizer.chat_template.NAME
         self.template = select_template(
-            gguf_template=e.info.get("chat_template"),
+            gguf_template=variants[c.chat_template] if named else e.info.get("chat_template"),
             arch=e.arch,
-            override_name=c.chat_template,
+            override_name=None if named else c.chat_template,
             override_file=c.chat_template_file,
             bos_token=bos,
             eos_token=eos,

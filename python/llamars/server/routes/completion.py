@@ -68,7 +68,15 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
     if len(prompts) > 1:
         raise ApiError(501, "streaming several prompts in one request is not supported yet; send one request per prompt", "not_supported_error")
 
-    s = await svc.aengine.astream(prompts[0], **kw)  # refused requests fail here, before the 200
+    return await native_stream(svc, prompts[0], kw, data)
+
+
+async def native_stream(svc: Service, ids: list, kw: dict, data: CompletionRequest) -> EventStream:
+    """llama.cpp's SSE stream: a chunk per token (content, tokens, probabilities, progress,
+    running timings), then the final chunk with stop: true and the full fields."""
+    e = svc.need()
+    with_probs = kw["n_probs"] > 0
+    s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
 
     async def chunks():
         t0 = time.monotonic()

@@ -9,7 +9,7 @@ from litestar import post
 from ...schemas.native import InfillRequest
 from ..errors import ApiError
 from ..service import Service
-from .completion import _collect, _native_kwargs
+from .completion import _collect, _native_kwargs, native_stream
 
 FIM_TEXTS = {
     "pre": ["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim▁begin|>"],
@@ -51,14 +51,12 @@ def build(tok: Callable[[str], List[int]], fim: Dict[str, int], bos: List[int], 
 
 
 @post("/infill", status_code=200, summary="fill in the middle")
-async def infill(data: InfillRequest, svc: Service) -> dict:
+async def infill(data: InfillRequest, svc: Service) -> object:
     e = svc.need()
     fim = fim_tokens(e)
     missing = [r for r in ("pre", "suf", "mid") if r not in fim]
     if missing:
         raise ApiError(400, f"this model has no fill-in-the-middle tokens ({', '.join('FIM_' + m.upper() for m in missing)} missing); /infill needs a code model with FIM support")
-    if data.stream:
-        raise ApiError(501, "stream: streamed /infill is not supported yet; use stream=false", "not_supported_error")
     if not isinstance(data.prompt, str):
         raise ApiError(400, "prompt: must be a string for /infill")
     kw = _native_kwargs(svc, data)
@@ -68,6 +66,8 @@ async def infill(data: InfillRequest, svc: Service) -> dict:
 
     bos = [e.info["bos"]] if e.info.get("add_bos") and e.info.get("bos") is not None else []
     ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra)
+    if data.stream:
+        return await native_stream(svc, ids, kw, data)
     r = await _collect(svc, ids, kw)
     from .. import shapes
 
