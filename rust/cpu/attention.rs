@@ -59,6 +59,8 @@ pub fn attention(
     let group = s.n_head / s.n_head_kv;
     let optr = SendPtr(out.as_mut_ptr());
     pool.run(n_tokens * s.n_head_kv, |task| {
+        // the whole wrapper (Sync), not its raw pointer field (edition-2021 closures capture fields)
+        #[allow(clippy::redundant_locals)]
         let optr = optr;
         let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
         let QueryPos { slot, pos, ring_lo } = queries[t];

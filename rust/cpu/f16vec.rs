@@ -8,7 +8,7 @@ use crate::quant::{isa, Isa};
 pub fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if isa() >= Isa::Avx2 && a.len() % 32 == 0 {
+        if isa() >= Isa::Avx2 && a.len().is_multiple_of(32) {
             // SAFETY: the ISA check guarantees AVX2/FMA/F16C; lengths are multiples of 32.
             return unsafe { x86::dot_f16(a, b) };
         }
@@ -25,7 +25,7 @@ pub fn dot_f16_scalar(a: &[u16], b: &[u16]) -> f32 {
 pub fn axpy_f16(out: &mut [f32], p: f32, v: &[u16]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if isa() >= Isa::Avx2 && v.len() % 8 == 0 {
+        if isa() >= Isa::Avx2 && v.len().is_multiple_of(8) {
             // SAFETY: the ISA check guarantees AVX2/FMA/F16C; lengths are multiples of 8.
             return unsafe { x86::axpy_f16(out, p, v) };
         }

@@ -135,7 +135,7 @@ fn worker(s: Arc<Shared>, mut seen: usize) {
             // the spin itself and shows up in decode profiles.
             if spinning {
                 spins = spins.wrapping_add(1);
-                if spins % 256 != 0 || start.elapsed() < SPIN {
+                if !spins.is_multiple_of(256) || start.elapsed() < SPIN {
                     std::hint::spin_loop();
                     continue;
                 }

@@ -116,7 +116,7 @@ impl Loop {
         match cmd {
             Cmd::Submit(r) => {
                 self.metrics.n_requests_total += 1;
-                self.waiting.push_back(r);
+                self.waiting.push_back(*r);
             }
             Cmd::Cancel(id) => {
                 if let Some(i) = self.waiting.iter().position(|r| r.id == id) {

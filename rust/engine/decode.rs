@@ -38,6 +38,10 @@ impl Default for GenParams {
     }
 }
 
+/// One generated token's probability report: (token, log-probability — or probability
+/// with post_sampling_probs —, top candidates as (token, value)).
+pub type TokenProbs = (u32, f32, Vec<(u32, f32)>);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {
     /// An end-of-generation token was sampled.
@@ -92,7 +96,7 @@ pub struct Decoder {
     pub stopping_word: String,
     pub truncated: bool,
     /// (token, log-probability, top candidates) of every kept token when n_probs > 0.
-    pub probs: Vec<(u32, f32, Vec<(u32, f32)>)>,
+    pub probs: Vec<TokenProbs>,
     /// Byte offset where the current line starts, once a new line was generated.
     line_start: Option<usize>,
     started: Option<std::time::Instant>,

@@ -1,7 +1,7 @@
 //! What a caller hands the scheduler and what it gets back: a request with its
 //! parameters and an event sink (a channel per request, or a shared hub that one
 //! asyncio dispatcher drains for many requests).
-use super::decode::{GenParams, StopReason, Timings, TokenEvent};
+use super::decode::{GenParams, StopReason, Timings, TokenEvent, TokenProbs};
 use crate::error::Error;
 use std::collections::VecDeque;
 use std::sync::mpsc;
@@ -52,7 +52,7 @@ pub struct Final {
     pub id_slot: usize,
     pub n_ctx: usize,
     /// (token, log-probability, top candidates) per token when n_probs > 0.
-    pub probs: Vec<(u32, f32, Vec<(u32, f32)>)>,
+    pub probs: Vec<TokenProbs>,
 }
 
 /// Prompt processing so far (llama.cpp's `prompt_progress`).

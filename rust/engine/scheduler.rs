@@ -67,7 +67,7 @@ pub struct SlotActionResult {
 }
 
 pub(super) enum Cmd {
-    Submit(Request),
+    Submit(Box<Request>),
     Cancel(u64),
     Slot(usize, SlotAction, mpsc::Sender<Result<SlotActionResult>>),
 }
@@ -166,7 +166,7 @@ impl Scheduler {
     pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
         self.validate(&params)?;
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.push(Cmd::Submit(Request { id, params, sink, queued_at: Instant::now() }))?;
+        self.push(Cmd::Submit(Box::new(Request { id, params, sink, queued_at: Instant::now() })))?;
         Ok(id)
     }
 

@@ -70,7 +70,7 @@ fn parse_type(name: &str) -> PyResult<GgmlType> {
 }
 
 fn check_len(ty: GgmlType, data: &[u8], n: usize) -> PyResult<()> {
-    if n % ty.block_size() != 0 || data.len() != ty.row_bytes(n) {
+    if !n.is_multiple_of(ty.block_size()) || data.len() != ty.row_bytes(n) {
         return Err(InvalidRequestError::new_err(format!(
             "{}: {} bytes do not hold {n} elements (block {} elements / {} bytes)",
             ty.name(),

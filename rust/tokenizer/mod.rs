@@ -179,7 +179,7 @@ impl Tokenizer {
         let v = &self.vocab;
         let mut ids = ids;
         let mut remove_space = v.add_space_prefix;
-        if remove_special && v.add_bos && ids.first().is_some() && ids.first().copied() == v.bos {
+        if remove_special && v.add_bos && !ids.is_empty() && ids.first().copied() == v.bos {
             ids = &ids[1..];
             remove_space = false;
         }
