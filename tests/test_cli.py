@@ -273,7 +273,7 @@ def test_help(capsys):
     for flag in ("--api-key-file", "--no-webui", "--chat-template-kwargs", "--top-k", "--list-devices"):
         assert flag in out
     assert "(env: LLAMA_API_KEY)" in out
-    assert "--mirostat" not in out and "--flash-attn" not in out  # only implemented flags
+    assert "--mirostat N" in out and "--repeat-penalty N" in out and "--flash-attn" not in out  # only implemented flags
 
 
 def test_help_short_forms_and_parse_args_exit(capsys):
@@ -335,3 +335,15 @@ def test_console_script_and_module_entry():
     assert r.returncode == 0 and r.stdout.startswith("version: ")
     r = subprocess.run([sys.executable, "-m", "llamars.cli", "--bogus"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.startswith("error: unknown argument: --bogus")
+
+
+def test_sampling_chain_defaults_from_the_command_line():
+    c = parse_args(["--repeat-penalty", "1.3", "--samplers", "top_k;temperature", "--mirostat", "2", "--ignore-eos",
+                    "--dry-multiplier", "0.8", "--typical", "0.9"], env={})
+    d = c.sampling.chain_defaults()
+    assert d["repeat_penalty"] == 1.3 and d["samplers"] == ["top_k", "temperature"] and d["mirostat"] == 2
+    assert d["dry_multiplier"] == 0.8 and d["typical_p"] == 0.9 and c.sampling.ignore_eos
+    assert parse_args(["--sampling-seq", "kt"], env={}).sampling.chain_defaults()["samplers"] == "kt"
+    assert parse_args([], env={}).sampling.chain_defaults() == {}
+    with pytest.raises(CLIError, match="--mirostat"):
+        parse_args(["--mirostat", "3"], env={})

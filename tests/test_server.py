@@ -319,3 +319,20 @@ def test_post_sampling_probs(client):
         assert p["id"] in [t["id"] for t in p["top_probs"]] or p["prob"] <= p["top_probs"][-1]["prob"]
     greedy = client.post("/completion", json={**body, "temperature": 0}).json()
     assert all(p["prob"] == 1.0 for p in greedy["completion_probabilities"])
+
+
+def test_server_wide_sampler_defaults(engine):
+    from llamars.config import SamplingDefaults
+
+    cfg = ServerConfig(model=engine.model_path, sampling=SamplingDefaults(repeat_penalty=1.5, temperature=0.0))
+    s = LiveServer(create_app(cfg, engine=engine)).start()
+    try:
+        want = engine.generate("The capital of France is", max_tokens=16, temperature=0.0, repeat_penalty=1.5).text
+        r = httpx.post(s.url + "/completion", json={"prompt": "The capital of France is", "n_predict": 16}).json()
+        assert r["content"] == want
+        # a request's own value wins
+        plain = engine.generate("The capital of France is", max_tokens=16, temperature=0.0).text
+        r = httpx.post(s.url + "/completion", json={"prompt": "The capital of France is", "n_predict": 16, "repeat_penalty": 1.0}).json()
+        assert r["content"] == plain
+    finally:
+        s.stop()

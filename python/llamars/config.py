@@ -17,6 +17,42 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
     min_p: float = 0.05
     seed: int = -1
     n_probs: int = 0
+    ignore_eos: bool = False
+    # the rest of the chain: None = llama.cpp's default (see llamars.sampling)
+    samplers: Optional[str] = None  # names separated by ';'
+    sampling_seq: Optional[str] = None  # letters, e.g. "edskypmxt"
+    top_n_sigma: Optional[float] = None
+    xtc_probability: Optional[float] = None
+    xtc_threshold: Optional[float] = None
+    typical_p: Optional[float] = None
+    repeat_last_n: Optional[int] = None
+    repeat_penalty: Optional[float] = None
+    presence_penalty: Optional[float] = None
+    frequency_penalty: Optional[float] = None
+    dry_multiplier: Optional[float] = None
+    dry_base: Optional[float] = None
+    dry_allowed_length: Optional[int] = None
+    dry_penalty_last_n: Optional[int] = None
+    dynatemp_range: Optional[float] = None
+    dynatemp_exponent: Optional[float] = None
+    mirostat: Optional[int] = None
+    mirostat_tau: Optional[float] = None
+    mirostat_eta: Optional[float] = None
+
+    def chain_defaults(self) -> dict:
+        """Server-wide sampler settings given on the command line (request fields win)."""
+        out = {
+            k: getattr(self, k)
+            for k in ("top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n", "repeat_penalty",
+                      "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length",
+                      "dry_penalty_last_n", "dynatemp_range", "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta")
+            if getattr(self, k) is not None
+        }
+        if self.sampling_seq:
+            out["samplers"] = self.sampling_seq
+        if self.samplers:
+            out["samplers"] = [x for x in self.samplers.split(";") if x]
+        return out
 
 
 class ServerConfig(msgspec.Struct, kw_only=True):

@@ -145,7 +145,7 @@ class Service:
             raise ApiError(501, "grammar: grammar-constrained sampling is not supported yet", "not_supported_error")
         if r.json_schema:
             raise ApiError(501, "json_schema: schema-constrained sampling is not supported yet", "not_supported_error")
-        extra_sampling = {k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}
+        extra_sampling = {**self.config.sampling.chain_defaults(), **{k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}}
         if isinstance(extra_sampling.get("logit_bias"), (dict, list)) and not extra_sampling["logit_bias"]:
             extra_sampling.pop("logit_bias")
         d = self.config.sampling
@@ -166,7 +166,7 @@ class Service:
             top_p=r.top_p if r.top_p is not None else d.top_p,
             min_p=r.min_p if r.min_p is not None else d.min_p,
             seed=None if seed is None or seed < 0 else seed,
-            ignore_eos=r.ignore_eos,
+            ignore_eos=r.ignore_eos or d.ignore_eos,
             n_probs=np_,
             **extra_sampling,
             **extra,
