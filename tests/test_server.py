@@ -336,3 +336,11 @@ def test_server_wide_sampler_defaults(engine):
         assert r["content"] == plain
     finally:
         s.stop()
+
+
+def test_openapi_schema_lists_the_routes(client):
+    j = client.get("/openapi/openapi.json").json()
+    for path in ["/completion", "/v1/chat/completions", "/v1/completions", "/tokenize", "/v1/embeddings", "/slots/{id_slot}", "/health"]:
+        assert path in j["paths"], path
+    body = j["paths"]["/completion"]["post"]["requestBody"]
+    assert body["content"]["application/json"]["schema"]

@@ -6,6 +6,8 @@ import asyncio
 import time
 import uuid
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import Request, post
 
 from ...schemas.openai import ChatRequest
@@ -24,7 +26,7 @@ def _logprobs(e, probs: list) -> dict:
 
 
 @post(["/chat/completions", "/v1/chat/completions"], status_code=200, summary="OpenAI chat completions")
-async def chat_completions(request: Request, data: ChatRequest, svc: Service) -> object:
+async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
     if not data.messages:
         raise ApiError(400, "messages: at least one message is required")

@@ -6,6 +6,8 @@ import asyncio
 import time
 import uuid
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import Request, post
 
 from ...schemas.native import CompletionRequest
@@ -16,7 +18,7 @@ from ..service import Service
 from ..sse import DONE, EventStream, event
 
 
-async def _collect(svc: Service, ids: list, kw: dict):
+async def _collect(svc: NamedDependency[Service], ids: list, kw: dict):
     s = await svc.aengine.astream(ids, _quiet=True, **kw)
     try:
         async for _ in s:
@@ -26,7 +28,7 @@ async def _collect(svc: Service, ids: list, kw: dict):
     return s.result
 
 
-def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
+def _native_kwargs(svc: NamedDependency[Service], data: JSONBody[CompletionRequest]) -> dict:
     if data.n_cmpl < 1 or data.n_cmpl > 16:
         raise ApiError(400, f"n_cmpl: must be within [1, 16], got {data.n_cmpl}")
     if data.n_keep < -1:
@@ -54,7 +56,7 @@ def _native_kwargs(svc: Service, data: CompletionRequest) -> dict:
 
 
 @post(["/completion", "/completions"], status_code=200, summary="llama.cpp completion")
-async def completion(request: Request, data: CompletionRequest, svc: Service) -> object:
+async def completion(request: Request, data: JSONBody[CompletionRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
     kw = _native_kwargs(svc, data)
     prompts = [p for p in svc.prompts(data.prompt) for _ in range(data.n_cmpl)]
@@ -71,7 +73,7 @@ async def completion(request: Request, data: CompletionRequest, svc: Service) ->
     return await native_stream(svc, prompts[0], kw, data)
 
 
-async def native_stream(svc: Service, ids: list, kw: dict, data: CompletionRequest) -> EventStream:
+async def native_stream(svc: NamedDependency[Service], ids: list, kw: dict, data: JSONBody[CompletionRequest]) -> EventStream:
     """llama.cpp's SSE stream: a chunk per token (content, tokens, probabilities, progress,
     running timings), then the final chunk with stop: true and the full fields."""
     e = svc.need()
@@ -103,7 +105,7 @@ async def native_stream(svc: Service, ids: list, kw: dict, data: CompletionReque
 
 
 @post("/v1/completions", status_code=200, summary="OpenAI completions")
-async def oai_completions(request: Request, data: OAICompletionRequest, svc: Service) -> object:
+async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
     if not 1 <= data.n <= 16:
         raise ApiError(400, f"n: must be within [1, 16], got {data.n}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import post
 
 from ...embeddings import default_pooling, normalize, pool
@@ -14,7 +16,7 @@ from ..errors import ApiError
 from ..service import Service
 
 
-def _inputs(svc: Service, raw) -> list:
+def _inputs(svc: NamedDependency[Service], raw) -> list:
     """A string, a token list, or a list of strings / token lists → token id lists."""
     e = svc.need()
     if isinstance(raw, str):
@@ -42,21 +44,21 @@ def _inputs(svc: Service, raw) -> list:
     return out
 
 
-def _pooling(svc: Service) -> str:
+def _pooling(svc: NamedDependency[Service]) -> str:
     if not svc.config.embedding:
         raise ApiError(501, "this server does not serve embeddings; start it with --embeddings", "not_supported_error")
     e = svc.need()
     return svc.config.pooling or default_pooling(e.info.get("pooling_type"))
 
 
-async def _embed(svc: Service, ids: list, pooling: str, norm: float):
+async def _embed(svc: NamedDependency[Service], ids: list, pooling: str, norm: float):
     e = svc.need()
     hidden = await asyncio.to_thread(e.hidden_states, ids)
     return normalize(pool(hidden, pooling), norm)
 
 
 @post(["/embedding", "/embeddings"], status_code=200, summary="llama.cpp embeddings")
-async def embedding(data: EmbeddingRequest, svc: Service) -> list:
+async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Service]) -> list:
     pooling = _pooling(svc)
     raw = data.content if data.content is not None else data.input
     if raw is None:
@@ -69,7 +71,7 @@ async def embedding(data: EmbeddingRequest, svc: Service) -> list:
 
 
 @post("/v1/embeddings", status_code=200, summary="OpenAI embeddings")
-async def oai_embeddings(data: OAIEmbeddingRequest, svc: Service) -> dict:
+async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependency[Service]) -> dict:
     pooling = _pooling(svc)
     if pooling == "none":
         raise ApiError(400, "pooling 'none' is not OpenAI-compatible; start the server with --pooling mean|cls|last")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import post
 
 from ...schemas.native import InfillRequest
@@ -51,7 +53,7 @@ def build(tok: Callable[[str], List[int]], fim: Dict[str, int], bos: List[int], 
 
 
 @post("/infill", status_code=200, summary="fill in the middle")
-async def infill(data: InfillRequest, svc: Service) -> object:
+async def infill(data: JSONBody[InfillRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
     fim = fim_tokens(e)
     missing = [r for r in ("pre", "suf", "mid") if r not in fim]

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import asyncio
 
+from litestar.di import NamedDependency
+from litestar.params import FromPath, FromQuery, JSONBody
+from typing import Optional
 from litestar import get, post
 from litestar.response import Response
 
@@ -12,7 +15,7 @@ from ..service import Service
 
 
 @get("/slots", sync_to_thread=False)
-def slots(svc: Service, fail_on_no_slot: int = 0) -> Response:
+def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) -> Response:
     if not svc.config.slots:
         return error_response(501, "this server does not expose slots; start it without --no-slots", "not_supported_error")
     e = svc.need()
@@ -42,7 +45,7 @@ def slots(svc: Service, fail_on_no_slot: int = 0) -> Response:
 
 
 @post("/slots/{id_slot:int}", status_code=200)
-async def slot_action(svc: Service, id_slot: int, action: str, data: SlotActionRequest | None = None) -> dict:
+async def slot_action(svc: NamedDependency[Service], id_slot: FromPath[int], action: FromQuery[str], data: JSONBody[Optional[SlotActionRequest]] = None) -> dict:
     e = svc.need()
     if not 0 <= id_slot < e.n_parallel:
         raise ApiError(400, f"id_slot: slot {id_slot} does not exist (0..{e.n_parallel - 1})")
@@ -62,7 +65,7 @@ async def slot_action(svc: Service, id_slot: int, action: str, data: SlotActionR
 
 
 @get("/metrics", sync_to_thread=False)
-def metrics(svc: Service) -> Response:
+def metrics(svc: NamedDependency[Service]) -> Response:
     if not svc.config.metrics:
         return error_response(501, "metrics are disabled; start the server with --metrics", "not_supported_error")
     m = svc.need().metrics()

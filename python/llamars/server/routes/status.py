@@ -1,6 +1,8 @@
 """GET /health, /v1/health, /props (POST with --props), /v1/models, /models, /lora-adapters."""
 from __future__ import annotations
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import get, post
 from litestar.response import Response
 
@@ -10,7 +12,7 @@ from ..service import Service
 
 
 @get(["/health", "/v1/health"], sync_to_thread=False)
-def health(svc: Service) -> Response:
+def health(svc: NamedDependency[Service]) -> Response:
     if svc.error:
         return error_response(500, f"the model failed to load: {svc.error}", "server_error")
     if not svc.ready:
@@ -19,7 +21,7 @@ def health(svc: Service) -> Response:
 
 
 @get("/props", sync_to_thread=False)
-def props(svc: Service) -> dict:
+def props(svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     i = e.info
     d = svc.config.sampling
@@ -56,7 +58,7 @@ def props(svc: Service) -> dict:
 
 
 @post("/props", status_code=200)
-async def set_props(svc: Service, data: dict) -> dict:
+async def set_props(svc: NamedDependency[Service], data: JSONBody[dict]) -> dict:
     if not svc.config.props:
         raise ApiError(501, "changing server properties is disabled; start the server with --props", "not_supported_error")
     unknown = set(data) - {"n_predict", "temperature", "top_k", "top_p", "min_p", "seed", "n_probs"}
@@ -71,7 +73,7 @@ async def set_props(svc: Service, data: dict) -> dict:
 
 
 @get(["/v1/models", "/models"], sync_to_thread=False)
-def models(svc: Service) -> dict:
+def models(svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     i = e.info
     return {
@@ -101,7 +103,7 @@ def lora_list() -> list:
 
 
 @post("/lora-adapters", status_code=200)
-async def lora_set(data: list) -> list:
+async def lora_set(data: JSONBody[list]) -> list:
     if data:
         raise ApiError(400, "id: no LoRA adapters are loaded")
     return []

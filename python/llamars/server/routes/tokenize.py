@@ -1,6 +1,8 @@
 """POST /tokenize, /detokenize, /apply-template."""
 from __future__ import annotations
 
+from litestar.di import NamedDependency
+from litestar.params import JSONBody
 from litestar import post
 
 from ...schemas.native import DetokenizeRequest, TokenizeRequest
@@ -10,7 +12,7 @@ from ..service import Service
 
 
 @post("/tokenize", status_code=200)
-async def tokenize(data: TokenizeRequest, svc: Service) -> dict:
+async def tokenize(data: JSONBody[TokenizeRequest], svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     ids = e.tokenize(data.content, add_special=data.add_special, parse_special=data.parse_special)
     if not data.with_pieces:
@@ -27,7 +29,7 @@ async def tokenize(data: TokenizeRequest, svc: Service) -> dict:
 
 
 @post("/detokenize", status_code=200)
-async def detokenize(data: DetokenizeRequest, svc: Service) -> dict:
+async def detokenize(data: JSONBody[DetokenizeRequest], svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     bad = [t for t in data.tokens if not 0 <= t < e.n_vocab]
     if bad:
@@ -36,7 +38,7 @@ async def detokenize(data: DetokenizeRequest, svc: Service) -> dict:
 
 
 @post("/apply-template", status_code=200)
-async def apply_template(data: ApplyTemplateRequest, svc: Service) -> dict:
+async def apply_template(data: JSONBody[ApplyTemplateRequest], svc: NamedDependency[Service]) -> dict:
     return {"prompt": svc.render_chat(data.messages, data.add_generation_prompt, data.chat_template_kwargs)}
 
 
