@@ -320,7 +320,8 @@ class Engine:
             bool(p["truncate"]),
             bool(p["return_progress"]),
         ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"]),
-            "post_sampling_probs": bool(p["post_sampling_probs"]), "sampling": sampling or None}
+            "post_sampling_probs": bool(p["post_sampling_probs"]), "sampling": sampling or None,
+            "grammar": _grammar_text(p["grammar"]), "json_schema": _schema_text(p["json_schema"])}
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
@@ -335,7 +336,8 @@ class Engine:
         chunks with `progress` set), n_indent=0, t_max_predict_ms=0 (llama.cpp's), and
         llama.cpp's other sampler fields (repeat_penalty, presence_penalty,
         frequency_penalty, repeat_last_n, dry_*, typical_p, top_n_sigma, xtc_*, mirostat*,
-        dynatemp_*, min_keep, logit_bias, samplers) with llama.cpp's defaults.
+        dynatemp_*, min_keep, logit_bias, samplers) with llama.cpp's defaults; grammar (GBNF,
+        or Lark after `%llguidance`) or json_schema (dict) constrain the output.
         """
         args, kw = self._args(prompt, kwargs)
         return Stream(self._core.submit(*args, **kw), progress=args[-1])
@@ -415,4 +417,27 @@ _GEN_DEFAULTS = {
     "n_indent": 0,
     "t_max_predict_ms": 0,
     "post_sampling_probs": False,
+    "grammar": None,
+    "json_schema": None,
 }
+
+
+def _grammar_text(g) -> Optional[str]:
+    if g is None or g == "":
+        return None
+    if not isinstance(g, str):
+        raise InvalidRequestError("grammar must be a string (GBNF, or Lark starting with %llguidance)")
+    return g
+
+
+def _schema_text(schema) -> Optional[str]:
+    """A JSON schema given as a dict (or JSON text) → JSON text for the core."""
+    import json
+
+    if schema is None:
+        return None
+    if isinstance(schema, str):
+        return schema
+    if isinstance(schema, (dict, bool)):
+        return json.dumps(schema)
+    raise InvalidRequestError("json_schema must be a JSON schema object (dict) or its JSON text")

@@ -174,7 +174,7 @@ impl Loop {
     /// Fit the prompt to the slot, reuse what the slot (or the RAM cache) holds, and
     /// build the task.
     #[allow(clippy::result_large_err)]
-    fn prepare(&mut self, si: usize, req: Request) -> std::result::Result<Task, (Request, Error)> {
+    fn prepare(&mut self, si: usize, mut req: Request) -> std::result::Result<Task, (Request, Error)> {
         let n_ctx = self.kv.slot_ctx;
         let p = &req.params;
         let mut prompt = p.prompt.clone();
@@ -238,6 +238,7 @@ impl Loop {
             dec.set_vocab(self.engine.pieces());
         }
         dec.prime(&prompt);
+        dec.set_grammar(req.grammar.take());
         Ok(Task {
             dec,
             n_prompt: prompt.len(),

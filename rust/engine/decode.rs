@@ -1,5 +1,6 @@
 //! Per-request generation state: parameters, sampler, stop strings and streamed text.
 use super::stop::{StopCheck, StopMatcher};
+use crate::grammar::{Grammar, GrammarSpec};
 use crate::sampling::{top_logprobs, Sampler, SamplingParams};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 
@@ -21,6 +22,8 @@ pub struct GenParams {
     /// Report probabilities after the sampler chain (llama.cpp `post_sampling_probs`)
     /// instead of log-probabilities of the raw logits.
     pub post_sampling_probs: bool,
+    /// Constrain the output to a grammar or JSON schema.
+    pub grammar: Option<GrammarSpec>,
 }
 
 impl Default for GenParams {
@@ -34,6 +37,7 @@ impl Default for GenParams {
             n_indent: 0,
             t_max_predict_ms: 0,
             post_sampling_probs: false,
+            grammar: None,
         }
     }
 }
@@ -100,6 +104,8 @@ pub struct Decoder {
     /// Byte offset where the current line starts, once a new line was generated.
     line_start: Option<usize>,
     started: Option<std::time::Instant>,
+    grammar: Option<Grammar>,
+    masked: Vec<f32>,
 }
 
 impl Decoder {
@@ -118,6 +124,8 @@ impl Decoder {
             probs: Vec::new(),
             line_start: None,
             started: None,
+            grammar: None,
+            masked: Vec::new(),
         }
     }
 
@@ -132,6 +140,11 @@ impl Decoder {
 
     pub fn set_vocab(&mut self, pieces: std::sync::Arc<Vec<Vec<u8>>>) {
         self.sampler.set_vocab(pieces);
+    }
+
+    /// Constrain what follows to a compiled grammar.
+    pub fn set_grammar(&mut self, g: Option<Grammar>) {
+        self.grammar = g;
     }
 
     /// Feed the prompt to the penalties and DRY history.
@@ -178,8 +191,30 @@ impl Decoder {
         let n_probs = self.params.n_probs;
         let post = self.params.post_sampling_probs;
         let mut top = if n_probs > 0 && !post { top_logprobs(logits, n_probs) } else { Vec::new() };
+        // the grammar masks what it does not allow (only EOS once it is complete)
+        let logits: &[f32] = match self.grammar.as_mut() {
+            Some(g) => {
+                self.masked.clear();
+                self.masked.extend_from_slice(logits);
+                if g.mask(&mut self.masked).is_err() {
+                    return self.finish(StopReason::Eos);
+                }
+                &self.masked
+            }
+            None => logits,
+        };
         let id = self.sampler.sample(logits);
         self.sampler.accept(id);
+        let grammar_done = match self.grammar.as_mut() {
+            Some(g) => {
+                let was_stopped = g.is_stopped();
+                was_stopped || g.accept(id).is_err()
+            }
+            None => false,
+        };
+        if grammar_done {
+            return self.finish(StopReason::Eos);
+        }
         // log-probability of the raw logits, or (post_sampling_probs) the probability after the chain
         let logprob = match (n_probs > 0, post) {
             (false, _) => None,

@@ -19,6 +19,8 @@ pub use slot::SlotInfo;
 use crate::cpu::{pool::default_threads, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
+use crate::grammar::{Grammar, GrammarFactory, GrammarSpec};
+use crate::tokenizer::attr;
 use crate::kv_cache::{KvStore, SeqCells};
 use crate::model::{LogitRows, Model, Span, State};
 use crate::tokenizer::Tokenizer;
@@ -48,6 +50,8 @@ pub struct Engine {
     pub config: EngineConfig,
     /// Token id → text bytes, built on first use (DRY's sequence breakers).
     pieces: std::sync::OnceLock<Arc<Vec<Vec<u8>>>>,
+    /// The grammar engine over this vocabulary, built on the first constrained request.
+    grammars: std::sync::OnceLock<std::result::Result<Arc<GrammarFactory>, String>>,
 }
 
 /// A private single-sequence KV cache plus activations, outside the scheduler
@@ -79,7 +83,7 @@ impl Engine {
         }
         let n_threads = config.n_threads.unwrap_or_else(default_threads).max(1);
         config.n_threads = Some(n_threads);
-        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, pieces: std::sync::OnceLock::new() })
+        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, pieces: std::sync::OnceLock::new(), grammars: std::sync::OnceLock::new() })
     }
 
     /// Every token's text (special tokens rendered), shared.
@@ -87,6 +91,21 @@ impl Engine {
         self.pieces
             .get_or_init(|| Arc::new((0..self.model.config.n_vocab as u32).map(|t| self.tokenizer.token_to_piece(t, true)).collect()))
             .clone()
+    }
+
+    /// Compile a request's grammar (the engine behind it is built once per model).
+    pub fn compile_grammar(&self, spec: &GrammarSpec) -> Result<Grammar> {
+        let f = self.grammars.get_or_init(|| {
+            let pieces = self.pieces();
+            let v = &self.tokenizer.vocab;
+            let special: Vec<bool> = (0..pieces.len() as u32).map(|t| v.attr(t) & attr::CONTROL != 0).collect();
+            let eos = v.eos.or(v.eot).unwrap_or(0);
+            GrammarFactory::new(&pieces, &special, eos).map(Arc::new)
+        });
+        match f {
+            Ok(f) => f.compile(spec).map_err(Error::InvalidRequest),
+            Err(e) => Err(Error::NotSupported(e.clone())),
+        }
     }
 
     pub fn new_session(&self) -> Result<Session> {

@@ -126,4 +126,6 @@ pub struct Request {
     pub params: RequestParams,
     pub sink: Sink,
     pub queued_at: std::time::Instant,
+    /// The compiled grammar (compiled when submitted, so errors reach the caller).
+    pub grammar: Option<crate::grammar::Grammar>,
 }

@@ -165,8 +165,12 @@ impl Scheduler {
     /// Queue a request; its events go to `sink`. Returns the request id.
     pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
         self.validate(&params)?;
+        let grammar = match &params.gen.grammar {
+            Some(spec) => Some(self.engine.compile_grammar(spec)?),
+            None => None,
+        };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.push(Cmd::Submit(Box::new(Request { id, params, sink, queued_at: Instant::now() })))?;
+        self.push(Cmd::Submit(Box::new(Request { id, params, sink, queued_at: Instant::now(), grammar })))?;
         Ok(id)
     }
 

@@ -2,6 +2,7 @@
 //! inputs, release the GIL around the work, convert back.
 use super::errors::{to_py, InvalidRequestError};
 use crate::engine::{Engine, EngineConfig, Event, Final, GenParams, Hub, RequestParams, SchedConfig, Scheduler, Sink, SlotAction};
+use crate::grammar::GrammarSpec;
 use crate::sampling::{parse_sampler_names, parse_sampling_seq, SamplingParams};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -99,7 +100,7 @@ impl PyEngine {
 
     /// Queue a generation; events come back through the returned `Request`.
     #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None, grammar=None, json_schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit(
         &self,
@@ -124,11 +125,19 @@ impl PyEngine {
         t_max_predict_ms: u64,
         post_sampling_probs: bool,
         sampling: Option<Bound<'_, PyDict>>,
+        grammar: Option<String>,
+        json_schema: Option<String>,
     ) -> PyResult<PyRequest> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.gen.post_sampling_probs = post_sampling_probs;
+        p.gen.grammar = match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
+            (Some(_), Some(_)) => return Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
+            (Some(g), None) => Some(GrammarSpec::Gbnf(g)),
+            (None, Some(j)) => Some(GrammarSpec::JsonSchema(j)),
+            (None, None) => None,
+        };
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
@@ -136,7 +145,7 @@ impl PyEngine {
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
     #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None))]
+        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None, grammar=None, json_schema=None))]
     #[allow(clippy::too_many_arguments)]
     fn submit_to(
         &self,
@@ -162,11 +171,19 @@ impl PyEngine {
         t_max_predict_ms: u64,
         post_sampling_probs: bool,
         sampling: Option<Bound<'_, PyDict>>,
+        grammar: Option<String>,
+        json_schema: Option<String>,
     ) -> PyResult<u64> {
         let mut p = self.params(
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.gen.post_sampling_probs = post_sampling_probs;
+        p.gen.grammar = match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
+            (Some(_), Some(_)) => return Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
+            (Some(g), None) => Some(GrammarSpec::Gbnf(g)),
+            (None, Some(j)) => Some(GrammarSpec::JsonSchema(j)),
+            (None, None) => None,
+        };
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
@@ -419,6 +436,7 @@ impl PyEngine {
             n_indent: 0,
             t_max_predict_ms: 0,
             post_sampling_probs: false,
+            grammar: None,
         };
         let mut p = RequestParams::new(prompt, gen);
         p.cache_prompt = cache_prompt;

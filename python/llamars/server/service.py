@@ -141,10 +141,12 @@ class Service:
         return out
 
     def gen_kwargs(self, r: Sampling, *, n_predict: Optional[int], stop, n_probs: Optional[int] = None, **extra) -> dict:
+        if r.grammar and r.json_schema:
+            raise ApiError(400, "grammar and json_schema: give one, not both")
         if r.grammar:
-            raise ApiError(501, "grammar: grammar-constrained sampling is not supported yet", "not_supported_error")
+            extra.setdefault("grammar", r.grammar)
         if r.json_schema:
-            raise ApiError(501, "json_schema: schema-constrained sampling is not supported yet", "not_supported_error")
+            extra.setdefault("json_schema", r.json_schema)
         extra_sampling = {**self.config.sampling.chain_defaults(), **{k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}}
         if isinstance(extra_sampling.get("logit_bias"), (dict, list)) and not extra_sampling["logit_bias"]:
             extra_sampling.pop("logit_bias")

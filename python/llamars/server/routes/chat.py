@@ -25,6 +25,24 @@ def _logprobs(e, probs: list) -> dict:
     return {"content": [{**one(p["id"], p["logprob"]), "top_logprobs": [one(t["id"], t["logprob"]) for t in p["top_logprobs"]]} for p in probs]}
 
 
+def _response_schema(rf):
+    """OpenAI response_format → a JSON schema (None for plain text)."""
+    if not rf:
+        return None
+    t = rf.get("type", "text")
+    if t == "text":
+        return None
+    if t == "json_object":
+        return rf.get("schema") or {"type": "object"}
+    if t == "json_schema":
+        js = rf.get("json_schema") or {}
+        schema = js.get("schema") if isinstance(js, dict) else None
+        if not isinstance(schema, dict):
+            raise ApiError(400, "response_format.json_schema.schema: a JSON schema object is required")
+        return schema
+    raise ApiError(400, f"response_format.type: must be text, json_object or json_schema, got {t!r}")
+
+
 @post(["/chat/completions", "/v1/chat/completions"], status_code=200, summary="OpenAI chat completions")
 async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
@@ -34,8 +52,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         raise ApiError(400, f"n: must be within [1, 16], got {data.n}")
     if data.tools or (data.tool_choice not in (None, "none", "auto")):
         raise ApiError(501, "tools: tool calling is not supported yet", "not_supported_error")
-    if data.response_format and data.response_format.get("type", "text") != "text":
-        raise ApiError(501, "response_format: structured output is not supported yet", "not_supported_error")
+    schema = _response_schema(data.response_format)
     if data.top_logprobs is not None and not 0 <= data.top_logprobs <= 20:
         raise ApiError(400, f"top_logprobs: must be within [0, 20], got {data.top_logprobs}")
     n_predict = data.max_completion_tokens if data.max_completion_tokens is not None else data.max_tokens
@@ -47,6 +64,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         cache_prompt=data.cache_prompt,
         id_slot=data.id_slot if data.id_slot >= 0 else None,
         n_keep=data.n_keep,
+        **({"json_schema": schema} if schema is not None else {}),
     )
     prompt = svc.render_chat(data.messages, True, data.chat_template_kwargs)
     ids = svc.chat_prompt_ids(prompt)
