@@ -87,6 +87,9 @@ pub fn gbnf_to_lark(src: &str) -> Result<String, String> {
                 i += 1;
             }
             ':' if chars.get(i + 1) == Some(&':') && chars.get(i + 2) == Some(&'=') => {
+                while out.ends_with(' ') || out.ends_with('\t') {
+                    out.pop();
+                }
                 out.push(':');
                 i += 3;
             }
