@@ -347,3 +347,13 @@ def test_sampling_chain_defaults_from_the_command_line():
     assert parse_args([], env={}).sampling.chain_defaults() == {}
     with pytest.raises(CLIError, match="--mirostat"):
         parse_args(["--mirostat", "3"], env={})
+
+
+def test_grammar_and_schema_flags(tmp_path):
+    g = tmp_path / "g.gbnf"
+    g.write_text('root ::= "yes" | "no"\n')
+    c = parse_args(["--grammar-file", str(g)], env={})
+    assert c.sampling.grammar == 'root ::= "yes" | "no"\n'
+    assert parse_args(["-j", '{"type": "object"}'], env={}).sampling.json_schema == '{"type": "object"}'
+    with pytest.raises(CLIError, match="--grammar-file"):
+        parse_args(["--grammar-file", str(tmp_path / "missing")], env={})

@@ -85,3 +85,18 @@ def test_openai_response_format(gserver):
     assert text.lstrip().startswith("{")
     if r.choices[0].finish_reason == "stop":
         assert isinstance(json.loads(text), dict)
+
+
+def test_server_wide_grammar_flag(engine):
+    from llamars.config import SamplingDefaults
+
+    cfg = ServerConfig(model=engine.model_path, sampling=SamplingDefaults(grammar='root ::= " " ("yes" | "no")'))
+    s = LiveServer(create_app(cfg, engine=engine)).start()
+    try:
+        r = httpx.post(s.url + "/completion", json={"prompt": "Is water wet? Answer:", "n_predict": 8, "temperature": 0}, timeout=60).json()
+        assert r["content"] in (" yes", " no")
+        # a request's own constraint replaces the server's
+        r = httpx.post(s.url + "/completion", json={"prompt": "Count:", "n_predict": 8, "temperature": 0, "grammar": 'root ::= " " [0-9]{3}'}, timeout=60).json()
+        assert len(r["content"]) == 4 and r["content"][1:].isdigit()
+    finally:
+        s.stop()

@@ -27,7 +27,7 @@ class CLIError(ValueError):
 class Opt(NamedTuple):
     names: str  # the flag spellings, comma-separated, as llama-server lists them
     dest: str  # ServerConfig field, "sampling.<field>", or "@<action>"
-    kind: str  # int float str bool choice list json keys keyfile ngl threads action
+    kind: str  # int float str bool choice list json keys keyfile textfile ngl threads action
     hint: str  # value placeholder in --help ("" for flags without a value)
     help: str  # description; "\n" starts a new line, as in llama-server's --help
     env: Optional[str] = None
@@ -115,6 +115,13 @@ OPTIONS: Tuple[Opt, ...] = (
         section=S, lo=0),
     Opt("--mirostat-ent", "sampling.mirostat_tau", "float", "N", "Mirostat target entropy, parameter tau (default: 5.00)",
         section=S, lo=0),
+    Opt("--grammar", "sampling.grammar", "str", "GRAMMAR",
+        "BNF-like grammar to constrain generations (see samples in grammars/ dir) (default: '')", section=S),
+    Opt("--grammar-file", "sampling.grammar", "textfile", "FNAME", "file to read grammar from", section=S),
+    Opt("-j, --json-schema", "sampling.json_schema", "str", "SCHEMA",
+        "JSON schema to constrain generations (https://json-schema.org/), e.g. `{}` for any JSON object", section=S),
+    Opt("-jf, --json-schema-file", "sampling.json_schema", "textfile", "FILE",
+        "File containing a JSON schema to constrain generations", section=S),
     # ----- example-specific params (server) -----
     Opt("-cram, --cache-ram", "cache_ram", "int", "N",
         "set the maximum cache size in MiB (default: 8192, -1 - no limit, 0 - disable)", _E + "CACHE_RAM", X, lo=-1),
@@ -293,6 +300,12 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         if not isinstance(d, dict):
             raise _bad(label, raw, "must be a JSON object")
         return d
+    if k == "textfile":
+        try:
+            with open(raw, encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise _bad(label, raw, f"cannot read the file: {e.strerror}") from None
     if k == "ngl":
         s = raw.strip().lower()
         if s in ("auto", "all"):

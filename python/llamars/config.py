@@ -38,6 +38,9 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
     mirostat: Optional[int] = None
     mirostat_tau: Optional[float] = None
     mirostat_eta: Optional[float] = None
+    # server-wide constraint (--grammar / --json-schema), used when a request sets none
+    grammar: Optional[str] = None
+    json_schema: Optional[str] = None
 
     def chain_defaults(self) -> dict:
         """Server-wide sampler settings given on the command line (request fields win)."""

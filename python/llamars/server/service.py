@@ -147,6 +147,12 @@ class Service:
             extra.setdefault("grammar", r.grammar)
         if r.json_schema:
             extra.setdefault("json_schema", r.json_schema)
+        d0 = self.config.sampling
+        if "grammar" not in extra and "json_schema" not in extra:
+            if d0.grammar:
+                extra["grammar"] = d0.grammar
+            elif d0.json_schema:
+                extra["json_schema"] = d0.json_schema
         extra_sampling = {**self.config.sampling.chain_defaults(), **{k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}}
         if isinstance(extra_sampling.get("logit_bias"), (dict, list)) and not extra_sampling["logit_bias"]:
             extra_sampling.pop("logit_bias")
