@@ -191,19 +191,26 @@ impl Decoder {
         let n_probs = self.params.n_probs;
         let post = self.params.post_sampling_probs;
         let mut top = if n_probs > 0 && !post { top_logprobs(logits, n_probs) } else { Vec::new() };
-        // the grammar masks what it does not allow (only EOS once it is complete)
-        let logits: &[f32] = match self.grammar.as_mut() {
+        // With a grammar: sample as usual and keep the token when the grammar allows it
+        // (cheap); only on a rejection build the full mask and sample again (llama.cpp's
+        // approach). Mirostat adapts on every draw, so it always samples masked.
+        let id = match self.grammar.as_mut() {
+            None => self.sampler.sample(logits),
             Some(g) => {
-                self.masked.clear();
-                self.masked.extend_from_slice(logits);
-                if g.mask(&mut self.masked).is_err() {
-                    return self.finish(StopReason::Eos);
+                let first = if self.params.sampling.mirostat == 0 { Some(self.sampler.sample(logits)) } else { None };
+                match first {
+                    Some(t) if g.allows(t) => t,
+                    _ => {
+                        self.masked.clear();
+                        self.masked.extend_from_slice(logits);
+                        if g.mask(&mut self.masked).is_err() {
+                            return self.finish(StopReason::Eos);
+                        }
+                        self.sampler.sample(&self.masked)
+                    }
                 }
-                &self.masked
             }
-            None => logits,
         };
-        let id = self.sampler.sample(logits);
         self.sampler.accept(id);
         let grammar_done = match self.grammar.as_mut() {
             Some(g) => {

@@ -82,6 +82,11 @@ impl Grammar {
         Ok(())
     }
 
+    /// Whether `token` may come next (cheap: no full mask).
+    pub fn allows(&mut self, token: u32) -> bool {
+        !self.m.is_stopped() && self.m.validate_tokens(&[token]).is_ok_and(|n| n == 1)
+    }
+
     /// Follow a sampled token.
     pub fn accept(&mut self, token: u32) -> Result<(), String> {
         self.m.consume_token(token).map_err(|e| format!("grammar: {e}"))
