@@ -62,14 +62,16 @@ def serve(config: ServerConfig) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     app = create_app(config)
-    kw = dict(log_level="info" if config.verbose else "warning", timeout_keep_alive=config.timeout)
+    level = "critical" if config.log_disable else ("info" if config.verbose else "warning")
+    kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=config.timeout)
     if config.ssl_key_file or config.ssl_cert_file:
         kw.update(ssl_keyfile=config.ssl_key_file, ssl_certfile=config.ssl_cert_file)
     scheme = "https" if config.ssl_cert_file else "http"
+    say = (lambda *_: None) if config.log_disable else (lambda m: print(m, flush=True))
     if config.host.endswith(".sock"):
-        print(f"llamars-server: listening on unix:{config.host}", flush=True)
+        say(f"llamars-server: listening on unix:{config.host}")
         uvicorn.run(app, uds=config.host, **kw)
     else:
-        print(f"llamars-server: listening on {scheme}://{config.host}:{config.port}", flush=True)
+        say(f"llamars-server: listening on {scheme}://{config.host}:{config.port}")
         uvicorn.run(app, host=config.host, port=config.port, **kw)
     return 0

@@ -62,12 +62,16 @@ class Service:
             )
         except Exception as exc:  # reported by /health and the log
             self.error = f"{type(exc).__name__}: {exc}"
-            print(f"llamars-server: failed to load the model: {self.error}", flush=True)
+            self.log(f"llamars-server: failed to load the model: {self.error}")
             return
         self.engine = eng
         self._after_load()
         self.aengine = AsyncEngine(engine=eng)
-        print(f"llamars-server: model loaded: {eng!r}", flush=True)
+        self.log(f"llamars-server: model loaded: {eng!r}")
+
+    def log(self, message: str) -> None:
+        if not self.config.log_disable:
+            print(message, flush=True)
 
     def _after_load(self) -> None:
         from ..chat.templates import select_template
