@@ -184,6 +184,28 @@ class Service:
             **extra,
         )
 
+    def default_settings(self) -> dict:
+        """The server's default generation settings in llama-server's shape (/props, /slots)."""
+        from . import shapes
+
+        e = self.need()
+        d, c = self.config.sampling, self.config
+        kw = {
+            "max_tokens": None if d.n_predict < 0 else d.n_predict,
+            "seed": d.seed,
+            "temperature": d.temperature,
+            "top_k": d.top_k,
+            "top_p": d.top_p,
+            "min_p": d.min_p,
+            "n_probs": d.n_probs,
+            "ignore_eos": d.ignore_eos,
+            "stop": [],
+            "n_keep": c.n_keep,
+            "cache_prompt": c.cache_prompt,
+            **d.chain_defaults(),
+        }
+        return shapes.settings(kw, self.model_id, e.n_ctx_slot)
+
     def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
         self.need()
         kw = {**self.config.chat_template_kwargs, **(kwargs or {})}

@@ -59,22 +59,42 @@ def probs(e: Engine, tok: int, value: float, top: list, post: bool = False) -> d
     }
 
 
+# llama.cpp's defaults for the sampler fields a request did not set
+_CHAIN_DEFAULTS = {
+    "dynatemp_range": 0.0, "dynatemp_exponent": 1.0, "top_n_sigma": -1.0, "xtc_probability": 0.0, "xtc_threshold": 0.1,
+    "typical_p": 1.0, "repeat_last_n": 64, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+    "dry_multiplier": 0.0, "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
+    "dry_sequence_breakers": ["\n", ":", "\"", "*"], "mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1, "min_keep": 0,
+}
+_DEFAULT_ORDER = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"]
+
+
 def settings(kw: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> dict:
+    """generation_settings in llama-server's shape: every sampler field with its value."""
+    samplers = kw.get("samplers") or _DEFAULT_ORDER
     return {
         "n_predict": -1 if kw["max_tokens"] is None else kw["max_tokens"],
+        "max_tokens": -1 if kw["max_tokens"] is None else kw["max_tokens"],
         "seed": kw["seed"] if kw["seed"] is not None else -1,
         "temperature": kw["temperature"],
         "top_k": kw["top_k"],
         "top_p": kw["top_p"],
         "min_p": kw["min_p"],
+        **{k: kw.get(k, v) for k, v in _CHAIN_DEFAULTS.items()},
+        "logit_bias": [list(x) for x in kw.get("logit_bias") or []],
         "n_probs": kw["n_probs"],
+        "post_sampling_probs": kw.get("post_sampling_probs", False),
         "ignore_eos": kw["ignore_eos"],
         "stop": kw["stop"],
         "n_keep": kw.get("n_keep", 0),
         "n_discard": kw.get("n_discard", 0),
         "cache_prompt": kw.get("cache_prompt", True),
         "id_slot": kw.get("id_slot") if kw.get("id_slot") is not None else -1,
-        "samplers": ["top_k", "top_p", "min_p", "temperature"],
+        "samplers": list(samplers) if not isinstance(samplers, str) else list(samplers),
+        "grammar": kw.get("grammar") or "",
+        "json_schema": kw.get("json_schema") or "",
+        "stream": kw.get("stream", False),
+        "timings_per_token": kw.get("timings_per_token", False),
         "model": model,
         "n_ctx": n_ctx,
         **(extra or {}),
@@ -121,5 +141,10 @@ def finish_reason(r: GenerationResult) -> str:
     return "length" if r.stop_reason == "limit" else "stop"
 
 
-def usage(prompt_n: int, completion_n: int) -> dict:
-    return {"prompt_tokens": prompt_n, "completion_tokens": completion_n, "total_tokens": prompt_n + completion_n}
+def usage(prompt_n: int, completion_n: int, cached: int = 0) -> dict:
+    return {
+        "prompt_tokens": prompt_n,
+        "completion_tokens": completion_n,
+        "total_tokens": prompt_n + completion_n,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }

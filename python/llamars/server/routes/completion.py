@@ -89,7 +89,15 @@ async def native_stream(svc: NamedDependency[Service], ids: list, kw: dict, data
                     yield event({"index": 0, "content": "", "tokens": [], "stop": False, "id_slot": -1, "prompt_progress": c.progress})
                     continue
                 n_out += 1
-                ev = {"index": 0, "content": c.text, "tokens": [c.token] if data.return_tokens and c.token is not None else [], "stop": False, "id_slot": -1}
+                ev = {
+                    "index": 0,
+                    "content": c.text,
+                    "tokens": [c.token] if c.token is not None else [],
+                    "stop": False,
+                    "id_slot": -1,
+                    "tokens_predicted": n_out,
+                    "tokens_evaluated": len(ids),
+                }
                 if with_probs and c.token is not None:
                     ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs, data.post_sampling_probs)]
                 if data.timings_per_token and s.prompt_progress is not None:

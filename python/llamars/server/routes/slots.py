@@ -19,6 +19,7 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
     if not svc.config.slots:
         return error_response(501, "this server does not expose slots; start it without --no-slots", "not_supported_error")
     e = svc.need()
+    params = svc.default_settings()
     out = []
     for s in e.slots():
         out.append(
@@ -30,8 +31,12 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
                 "n_prompt_tokens": s["n_prompt_tokens"],
+                "n_prompt_tokens_cache": s["n_cached"] if not s["is_processing"] else 0,
+                "n_prompt_tokens_processed": s["n_prompt_tokens"],
+                "params": params,
                 "next_token": [
                     {
+                        "has_new_line": False,
                         "has_next_token": s["is_processing"],
                         "n_remain": -1 if s["n_remain"] is None else s["n_remain"],
                         "n_decoded": s["n_decoded"],

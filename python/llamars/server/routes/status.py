@@ -31,30 +31,43 @@ def props(svc: NamedDependency[Service]) -> dict:
             "n_ctx": e.n_ctx_slot,
             "speculative": False,
             "is_processing": False,
-            "params": {
-                "n_predict": d.n_predict,
-                "seed": d.seed,
-                "temperature": d.temperature,
-                "top_k": d.top_k,
-                "top_p": d.top_p,
-                "min_p": d.min_p,
-                "n_probs": d.n_probs,
-                "n_keep": svc.config.n_keep,
-                "stream": False,
-                "cache_prompt": svc.config.cache_prompt,
-                "samplers": ["top_k", "top_p", "min_p", "temperature"],
-            },
+            "params": svc.default_settings(),
         },
         "total_slots": e.n_parallel,
         "model_alias": svc.model_id,
         "model_path": i["path"],
-        "modalities": {"vision": False, "audio": False},
+        "modalities": {"vision": False, "video": False, "audio": False},
         "chat_template": svc.template.source if svc.template is not None else "",
         "bos_token": e.token_to_piece(i["bos"]).decode("utf-8", "replace") if i.get("bos") is not None else "",
         "eos_token": e.token_to_piece(i["eos"]).decode("utf-8", "replace") if i.get("eos") is not None else "",
         "build_info": f"llamars {__version__}",
         "is_sleeping": False,
+        "model_ftype": _FTYPES.get(i.get("file_type"), ""),
+        "endpoint_slots": svc.config.slots,
+        "endpoint_props": svc.config.props,
+        "endpoint_metrics": svc.config.metrics,
+        "chat_template_caps": {
+            "supports_system_role": True,
+            "supports_string_content": True,
+            "supports_typed_content": False,
+            "supports_tools": False,
+            "supports_tool_calls": False,
+            "supports_parallel_tool_calls": False,
+            "supports_object_arguments": False,
+            "supports_preserve_reasoning": False,
+            "supports_reasoning_effort": False,
+        },
+        "media_marker": "",
+        "cors_proxy_enabled": False,
+        "ui": False,
+        "ui_settings": {},
     }
+
+
+# general.file_type → llama.cpp's names (the common ones)
+_FTYPES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
+           11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
+           16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}
 
 
 @post("/props", status_code=200)
@@ -78,9 +91,26 @@ def models(svc: NamedDependency[Service]) -> dict:
     i = e.info
     return {
         "object": "list",
+        "models": [
+            {
+                "name": svc.model_id,
+                "model": svc.model_id,
+                "modified_at": "",
+                "size": "",
+                "digest": "",
+                "type": "model",
+                "description": "",
+                "tags": [""],
+                "capabilities": ["completion"],
+                "parameters": "",
+                "details": {"parent_model": "", "format": "gguf", "family": "", "families": [""], "parameter_size": "", "quantization_level": ""},
+            }
+        ],
         "data": [
             {
                 "id": svc.model_id,
+                "aliases": [svc.model_id],
+                "tags": [],
                 "object": "model",
                 "created": svc.created,
                 "owned_by": "llamars",
@@ -88,6 +118,8 @@ def models(svc: NamedDependency[Service]) -> dict:
                     "vocab_type": 1,
                     "n_vocab": i["n_vocab"],
                     "n_ctx_train": i["n_ctx_train"],
+                    "n_ctx": e.n_ctx_slot,
+                    "ftype": _FTYPES.get(i.get("file_type"), ""),
                     "n_embd": i["n_embd"],
                     "n_params": i["n_params"],
                     "size": i["size"],
