@@ -57,7 +57,7 @@ def test_native_embedding_route(emb_server, engine):
 
 
 def test_openai_embeddings(emb_server, engine):
-    openai = pytest.importorskip("openai")
+    import openai  # installed by scripts/setup: a missing SDK is a failure, not a skip
     c = openai.OpenAI(base_url=emb_server.url + "/v1", api_key="x")
     r = c.embeddings.create(model="emb", input=["The cat sat on the mat.", "Quarterly earnings rose sharply."])
     assert len(r.data) == 2 and len(r.data[0].embedding) == 640 and r.usage.prompt_tokens > 0
