@@ -49,7 +49,7 @@ impl PromptCache {
         self.entries.push(Entry { tokens, bytes, last_used: self.clock });
         if let Some(limit) = self.limit {
             while self.bytes() > limit {
-                let (i, _) = self.entries.iter().enumerate().min_by_key(|(_, e)| e.last_used).expect("non-empty: over the limit");
+                let Some((i, _)) = self.entries.iter().enumerate().min_by_key(|(_, e)| e.last_used) else { break };
                 self.entries.remove(i);
             }
         }

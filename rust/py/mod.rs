@@ -2,6 +2,7 @@
 mod engine;
 mod errors;
 mod misc;
+mod request;
 
 use pyo3::prelude::*;
 
@@ -9,8 +10,8 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_class::<engine::PyEngine>()?;
-    m.add_class::<engine::PyRequest>()?;
-    m.add_class::<engine::PyHub>()?;
+    m.add_class::<request::PyRequest>()?;
+    m.add_class::<request::PyHub>()?;
     m.add_function(wrap_pyfunction!(misc::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(misc::dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;

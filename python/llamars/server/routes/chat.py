@@ -15,6 +15,7 @@ from .. import shapes
 from ..errors import ApiError
 from ..service import Service
 from ..sse import DONE, EventStream, event
+from .completion import _collect
 
 
 def _logprobs(e, probs: list) -> dict:
@@ -73,16 +74,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
     base = {"id": cid, "created": created, "model": model, "system_fingerprint": svc.fingerprint}
 
     if not data.stream:
-        async def one():
-            s = await svc.aengine.astream(ids, _quiet=True, **kw)
-            try:
-                async for _ in s:
-                    pass
-            finally:
-                await s.aclose()
-            return s.result
-
-        results = await asyncio.gather(*(one() for _ in range(data.n)))
+        results = await asyncio.gather(*(_collect(svc, ids, kw) for _ in range(data.n)))
         choices = [
             {
                 "index": i,

@@ -1,0 +1,214 @@
+//! What a queued generation looks like from Python: the `Request` handle (events over
+//! a channel), the asyncio `Hub`, event and result conversion, and the sampling dict.
+use super::errors::{to_py, InvalidRequestError};
+use crate::engine::{Event, Final, Hub, Scheduler};
+use crate::sampling::{parse_sampler_names, parse_sampling_seq, SamplingParams};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pyo3::IntoPyObjectExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+/// The rest of llama.cpp's sampling fields, from a dict of the ones the caller set.
+/// Wrong types or unknown names are errors naming the field.
+pub(super) fn extra_sampling(sp: &mut SamplingParams, d: &Bound<'_, PyDict>) -> PyResult<()> {
+    for (k, v) in d.iter() {
+        let key: String = k.extract()?;
+        let bad = |what: &str| InvalidRequestError::new_err(format!("{key}: must be {what}"));
+        let f = || v.extract::<f64>().map(|x| x as f32).map_err(|_| bad("a number"));
+        let n = || v.extract::<i64>().map_err(|_| bad("an integer"));
+        let u = || v.extract::<i64>().ok().filter(|&x| x >= 0).map(|x| x as usize).ok_or_else(|| bad("a non-negative integer"));
+        match key.as_str() {
+            "dynatemp_range" => sp.dynatemp_range = f()?,
+            "dynatemp_exponent" => sp.dynatemp_exponent = f()?,
+            "typical_p" => sp.typical_p = f()?,
+            "top_n_sigma" => sp.top_n_sigma = f()?,
+            "xtc_probability" => sp.xtc_probability = f()?,
+            "xtc_threshold" => sp.xtc_threshold = f()?,
+            "repeat_penalty" => sp.repeat_penalty = f()?,
+            "presence_penalty" => sp.presence_penalty = f()?,
+            "frequency_penalty" => sp.frequency_penalty = f()?,
+            "repeat_last_n" => sp.repeat_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
+            "dry_multiplier" => sp.dry_multiplier = f()?,
+            "dry_base" => sp.dry_base = f()?,
+            "dry_allowed_length" => sp.dry_allowed_length = u()?,
+            "dry_penalty_last_n" => sp.dry_penalty_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
+            "dry_sequence_breakers" => sp.dry_sequence_breakers = v.extract().map_err(|_| bad("a list of strings"))?,
+            "mirostat" => sp.mirostat = u()?.min(255) as u8,
+            "mirostat_tau" => sp.mirostat_tau = f()?,
+            "mirostat_eta" => sp.mirostat_eta = f()?,
+            "min_keep" => sp.min_keep = u()?,
+            "logit_bias" => {
+                let pairs: Vec<(u32, f64)> = v.extract().map_err(|_| bad("a list of [token id, bias] pairs"))?;
+                sp.logit_bias = pairs.into_iter().map(|(t, b)| (t, b as f32)).collect();
+            }
+            "samplers" => {
+                sp.samplers = if let Ok(seq) = v.extract::<String>() {
+                    parse_sampling_seq(&seq)
+                } else {
+                    let names: Vec<String> = v.extract().map_err(|_| bad("a list of sampler names or a string of letters"))?;
+                    parse_sampler_names(&names)
+                }
+                .map_err(InvalidRequestError::new_err)?;
+            }
+            _ => return Err(InvalidRequestError::new_err(format!("{key}: unknown sampling parameter"))),
+        }
+    }
+    Ok(())
+}
+
+type TokenTuple = (Option<u32>, String, Option<f32>, Vec<(u32, f32)>);
+
+fn final_dict<'py>(py: Python<'py>, f: &Final) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("stop_reason", f.stop_reason.as_str())?;
+    d.set_item("stopping_word", &f.stopping_word)?;
+    d.set_item("truncated", f.truncated)?;
+    d.set_item("text", &f.text)?;
+    d.set_item("tokens", &f.tokens)?;
+    d.set_item("prompt_tokens", &f.prompt)?;
+    d.set_item("tokens_cached", f.tokens_cached)?;
+    d.set_item("tokens_evaluated", f.tokens_evaluated)?;
+    d.set_item("seed", f.seed)?;
+    d.set_item("id_slot", f.id_slot)?;
+    d.set_item("n_ctx", f.n_ctx)?;
+    let probs = PyList::empty(py);
+    for (id, lp, top) in &f.probs {
+        let p = PyDict::new(py);
+        p.set_item("id", id)?;
+        p.set_item("logprob", lp)?;
+        let tl = PyList::empty(py);
+        for (i, l) in top {
+            let t = PyDict::new(py);
+            t.set_item("id", i)?;
+            t.set_item("logprob", l)?;
+            tl.append(t)?;
+        }
+        p.set_item("top_logprobs", tl)?;
+        probs.append(p)?;
+    }
+    d.set_item("probs", probs)?;
+    let t = PyDict::new(py);
+    t.set_item("prompt_n", f.timings.prompt_n)?;
+    t.set_item("prompt_ms", f.timings.prompt_ms)?;
+    t.set_item("predicted_n", f.timings.predicted_n)?;
+    t.set_item("predicted_ms", f.timings.predicted_ms)?;
+    d.set_item("timings", t)?;
+    Ok(d)
+}
+
+/// One event as ("token", (id, text, logprob, top)) | ("done", dict) | ("error", exception).
+fn event_to_py(py: Python<'_>, ev: Event) -> PyResult<(&'static str, Py<PyAny>)> {
+    Ok(match ev {
+        Event::Token(t) => {
+            let tup: TokenTuple = (t.token, t.text, t.logprob, t.top);
+            ("token", tup.into_py_any(py)?)
+        }
+        Event::Done(f) => ("done", final_dict(py, &f)?.into_any().unbind()),
+        Event::Progress(p) => {
+            let d = PyDict::new(py);
+            d.set_item("total", p.total)?;
+            d.set_item("cache", p.cache)?;
+            d.set_item("processed", p.processed)?;
+            d.set_item("time_ms", p.time_ms)?;
+            ("progress", d.into_any().unbind())
+        }
+        Event::Error(e) => ("error", to_py(e).into_value(py).into_any()),
+    })
+}
+
+/// A queued generation seen from Python: `next()` blocks (without the GIL) for the next
+/// event. Dropping it before the end cancels the generation.
+#[pyclass(module = "llamars._core", name = "Request")]
+pub struct PyRequest {
+    #[pyo3(get)]
+    pub(super) id: u64,
+    pub(super) rx: Mutex<mpsc::Receiver<Event>>,
+    pub(super) sched: Arc<Scheduler>,
+    pub(super) finished: AtomicBool,
+}
+
+#[pymethods]
+impl PyRequest {
+    /// The next event, ("token", ...) / ("done", dict), or None after "done".
+    /// Errors are raised. Ctrl-C while waiting cancels the request.
+    fn next(&self, py: Python<'_>) -> PyResult<Option<(&'static str, Py<PyAny>)>> {
+        if self.finished.load(Ordering::Acquire) {
+            return Ok(None);
+        }
+        loop {
+            let got = py.detach(|| {
+                let rx = self.rx.lock().unwrap_or_else(|e| e.into_inner());
+                rx.recv_timeout(Duration::from_millis(50))
+            });
+            match got {
+                Ok(ev) => {
+                    let done = matches!(ev, Event::Done(_) | Event::Error(_));
+                    if done {
+                        self.finished.store(true, Ordering::Release);
+                    }
+                    let (kind, obj) = event_to_py(py, ev)?;
+                    if kind == "error" {
+                        return Err(PyErr::from_value(obj.into_bound(py)));
+                    }
+                    return Ok(Some((kind, obj)));
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if let Err(e) = py.check_signals() {
+                        self.cancel();
+                        return Err(e);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    self.finished.store(true, Ordering::Release);
+                    return Err(to_py(crate::Error::Cancelled));
+                }
+            }
+        }
+    }
+
+    /// Stop generating; the slot is freed within one loop iteration.
+    fn cancel(&self) {
+        if !self.finished.swap(true, Ordering::AcqRel) {
+            self.sched.cancel(self.id);
+        }
+    }
+}
+
+impl Drop for PyRequest {
+    fn drop(&mut self) {
+        self.cancel();
+    }
+}
+
+/// Events of many requests in one queue, drained by a single asyncio dispatcher thread.
+#[pyclass(frozen, module = "llamars._core", name = "Hub")]
+pub struct PyHub {
+    pub(super) inner: Arc<Hub>,
+}
+
+#[pymethods]
+impl PyHub {
+    #[new]
+    fn new() -> Self {
+        PyHub { inner: Arc::new(Hub::default()) }
+    }
+
+    /// Everything queued as [(id, kind, payload)], waiting up to `timeout` seconds.
+    fn wait(&self, py: Python<'_>, timeout: f64) -> PyResult<Vec<(u64, &'static str, Py<PyAny>)>> {
+        let h = self.inner.clone();
+        let evs = py.detach(move || h.wait(Duration::from_secs_f64(timeout.clamp(0.0, 3600.0))));
+        evs.into_iter()
+            .map(|(id, ev)| {
+                let (k, o) = event_to_py(py, ev)?;
+                Ok((id, k, o))
+            })
+            .collect()
+    }
+
+    /// Wake the waiting dispatcher for good.
+    fn close(&self) {
+        self.inner.close();
+    }
+}
