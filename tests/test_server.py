@@ -189,7 +189,7 @@ BAD = [
     ("POST", "/v1/chat/completions", {"messages": []}, 400),
     ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "n": 0}, 400),
     ("POST", "/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": "x"}, 400),
-    ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, 501),
+    ("POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}, 400),
     ("POST", "/v1/completions", {"prompt": "x", "logprobs": 50}, 400),
     ("POST", "/v1/completions", {"max_tokens": 3}, 400),
     ("POST", "/slots/0?action=explode", {"filename": "a"}, 400),

@@ -391,3 +391,40 @@ def test_unix_socket(model_path, tmp_path):
             p.stop()
         finally:
             shutil.rmtree(d, ignore_errors=True)
+
+
+# ------------------------------------------------------------------ --timeout
+
+
+def test_stalled_request_body_gets_408_after_timeout(live):
+    """--timeout N: a client that stops sending its body is answered 408 after N seconds."""
+    s = live(timeout=1)
+    with socket.create_connection(("127.0.0.1", s.port), timeout=10) as sock:
+        body = b'{"prompt": "Hello", "n_predict": 1}'
+        head = f"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body) + 50}\r\n\r\n"
+        t0 = time.monotonic()
+        sock.sendall(head.encode() + body)  # 50 bytes short: the server waits for the rest
+        reply = b""
+        while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+        waited = time.monotonic() - t0
+    status = reply.split(b"\r\n", 1)[0]
+    assert b" 408 " in status, reply[:300]
+    assert 0.9 <= waited < 8, waited
+    err = json.loads(reply.split(b"\r\n\r\n", 1)[1])["error"]
+    assert err["code"] == 408 and "--timeout" in err["message"]
+    assert httpx.get(s.url + "/health", timeout=10).status_code == 200
+
+
+def test_timeout_does_not_cut_long_generations(live):
+    """The timeout bounds waiting on the client, not the time a response takes."""
+    s = live(timeout=1)
+    body = {"prompt": "Once", "n_predict": 120, "ignore_eos": True, "temperature": 0}
+    r = httpx.post(s.url + "/completion", json=body, timeout=60)
+    assert r.status_code == 200 and r.json()["tokens_predicted"] == 120
+    with httpx.stream("POST", s.url + "/completion", json={**body, "stream": True}, timeout=60) as r:
+        last = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")][-1]
+    assert last["stop"] is True and last["tokens_predicted"] == 120

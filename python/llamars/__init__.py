@@ -13,6 +13,7 @@ from .errors import (
     UnavailableError,
 )
 from ._inspect import inspect
+from .notebook import display_stream
 
 __all__ = [
     "__version__",
@@ -24,6 +25,7 @@ __all__ = [
     "GenerationResult",
     "Timings",
     "inspect",
+    "display_stream",
     "LlamarsError",
     "ModelLoadError",
     "TokenizerError",

@@ -74,6 +74,55 @@ class AsyncStream:
                 pass
 
 
+class LazyAsyncStream:
+    """What `Engine.astream` returns: both async-iterable and awaitable.
+
+    `async for c in eng.astream(...)` starts the request on the first iteration;
+    `s = await eng.astream(...)` gives the `AsyncStream` itself. `result` is set once done.
+    """
+
+    def __init__(self, aengine: "AsyncEngine", prompt: Prompt, kwargs: dict) -> None:
+        self._start_args: Optional[tuple] = (aengine, prompt, kwargs)
+        self._stream: Optional[AsyncStream] = None
+
+    async def _started(self) -> AsyncStream:
+        if self._stream is None:
+            if self._start_args is None:
+                raise RuntimeError("this stream was closed before it started")
+            aengine, prompt, kwargs = self._start_args
+            self._start_args = None
+            self._stream = await aengine.astream(prompt, **kwargs)
+        return self._stream
+
+    def __await__(self):
+        return self._started().__await__()
+
+    def __aiter__(self) -> "LazyAsyncStream":
+        return self
+
+    async def __anext__(self) -> Chunk:
+        return await (await self._started()).__anext__()
+
+    @property
+    def result(self) -> Optional[GenerationResult]:
+        return self._stream.result if self._stream is not None else None
+
+    @property
+    def id(self) -> Optional[int]:
+        return self._stream.id if self._stream is not None else None
+
+    async def aclose(self) -> None:
+        self._start_args = None
+        if self._stream is not None:
+            await self._stream.aclose()
+
+    async def __aenter__(self) -> "LazyAsyncStream":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+
 class AsyncEngine:
     """asyncio front of an `Engine`: `await agenerate(...)`, `async for c in astream(...)`.
 

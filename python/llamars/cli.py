@@ -152,6 +152,7 @@ OPTIONS: Tuple[Opt, ...] = (
         "prefix path the server serves from, without the trailing slash (default: )", _E + "API_PREFIX", X),
     Opt("--ui, --webui", "webui", "bool", "", "whether to enable the Web UI (default: enabled)",
         _E + "UI", X, neg="--no-ui, --no-webui"),
+    Opt("--path", "static_path", "str", "PATH", "path to serve static files from (default: )", _E + "STATIC_PATH", X),
     Opt("--embedding, --embeddings", "embedding", "bool", "",
         "restrict to only support embedding use case; use only with dedicated embedding models (default: disabled)",
         _E + "EMBEDDINGS", X),
@@ -183,6 +184,9 @@ OPTIONS: Tuple[Opt, ...] = (
         _E + "ENDPOINT_SLOTS", X, neg="--no-slots"),
     Opt("--slot-save-path", "slot_save_path", "str", "PATH", "path to save slot kv cache (default: disabled)",
         section=X),
+    Opt("--data-dir", "data_dir", "str", "PATH",
+        "directory of the database of stored responses (Responses API) (default: $XDG_CACHE_HOME/llamars or "
+        "~/.cache/llamars)", _E + "DATA_DIR", X),
     Opt("--jinja", "jinja", "bool", "", "whether to use jinja template engine for chat (default: enabled)",
         _E + "JINJA", X, neg="--no-jinja"),
     Opt("--chat-template", "chat_template", "str", "JINJA_TEMPLATE",
@@ -190,6 +194,15 @@ OPTIONS: Tuple[Opt, ...] = (
     Opt("--chat-template-file", "chat_template_file", "str", "JINJA_TEMPLATE_FILE",
         "set custom jinja chat template file (default: template taken from model's metadata)",
         _E + "CHAT_TEMPLATE_FILE", X),
+    Opt("--reasoning-format", "reasoning_format", "choice", "FORMAT",
+        "controls whether thought tags are allowed and/or extracted from the response, and in which format they're "
+        "returned; one of:\n- none: leaves thoughts unparsed in `message.content`\n- deepseek: puts thoughts in "
+        "`message.reasoning_content`\n- deepseek-legacy: keeps `<think>` tags in `message.content` while also "
+        "populating `message.reasoning_content`\n(default: auto)", _E + "REASONING_FORMAT", X,
+        choices=("auto", "deepseek", "deepseek-legacy", "none")),
+    Opt("--reasoning-budget", "reasoning_budget", "int", "N",
+        "controls the amount of thinking allowed; currently only one of: -1 for unrestricted thinking budget, or 0 "
+        "to disable thinking (default: -1)", _E + "THINK_BUDGET", X, lo=-1, hi=0),
     Opt("-sps, --slot-prompt-similarity", "slot_prompt_similarity", "float", "SIMILARITY",
         "how much the prompt of a request must match the prompt of a slot in order to use that slot "
         "(default: 0.10, 0.0 = disabled)", section=X, lo=0, hi=1),

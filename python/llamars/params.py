@@ -10,7 +10,7 @@ from .errors import InvalidRequestError
 SAMPLING_KEYS = frozenset(
     "dynatemp_range dynatemp_exponent typical_p top_n_sigma xtc_probability xtc_threshold repeat_penalty "
     "presence_penalty frequency_penalty repeat_last_n dry_multiplier dry_base dry_allowed_length "
-    "dry_penalty_last_n dry_sequence_breakers mirostat mirostat_tau mirostat_eta min_keep logit_bias samplers".split()
+    "dry_penalty_last_n dry_sequence_breakers mirostat mirostat_tau mirostat_eta min_keep logit_bias samplers grammar_triggers".split()
 )
 
 _GEN_DEFAULTS = {

@@ -41,22 +41,42 @@ pub fn gbnf_to_lark(src: &str) -> Result<String, String> {
                 }
             }
             '"' => {
-                let start = i;
+                // decode GBNF's escapes (incl. \xHH, \uHHHH, \UHHHHHHHH), re-escape for Lark
                 i += 1;
+                let mut text = String::new();
                 while i < chars.len() && chars[i] != '"' {
-                    if chars[i] == '\\' {
-                        i += 1;
-                    }
-                    if i < chars.len() && chars[i] == '\n' {
+                    if chars[i] == '\n' {
                         return err(line, "unterminated string");
                     }
-                    i += 1;
+                    if chars[i] != '\\' {
+                        text.push(chars[i]);
+                        i += 1;
+                        continue;
+                    }
+                    let (ch, used) = match unescape(&chars[i + 1..]) {
+                        Ok(x) => x,
+                        Err(m) => return err(line, &m),
+                    };
+                    text.push(ch);
+                    i += 1 + used;
                 }
                 if i >= chars.len() {
                     return err(line, "unterminated string");
                 }
                 i += 1;
-                out.extend(&chars[start..i]);
+                out.push('"');
+                for ch in text.chars() {
+                    match ch {
+                        '"' => out.push_str("\\\""),
+                        '\\' => out.push_str("\\\\"),
+                        '\n' => out.push_str("\\n"),
+                        '\r' => out.push_str("\\r"),
+                        '\t' => out.push_str("\\t"),
+                        c if (c as u32) < 0x20 => out.push_str(&format!("\\x{:02x}", c as u32)),
+                        c => out.push(c),
+                    }
+                }
+                out.push('"');
             }
             '[' => {
                 let start = i;
@@ -145,6 +165,34 @@ pub fn gbnf_to_lark(src: &str) -> Result<String, String> {
     Ok(join_continuations(&out))
 }
 
+/// One GBNF escape after the backslash: the character and how many chars it used.
+fn unescape(rest: &[char]) -> Result<(char, usize), String> {
+    let Some(&e) = rest.first() else { return Err("a backslash at the end of a string".into()) };
+    let simple = match e {
+        'n' => Some('\n'),
+        'r' => Some('\r'),
+        't' => Some('\t'),
+        '\\' | '"' | '[' | ']' | '-' | '/' => Some(e),
+        _ => None,
+    };
+    if let Some(c) = simple {
+        return Ok((c, 1));
+    }
+    let width = match e {
+        'x' => 2,
+        'u' => 4,
+        'U' => 8,
+        _ => return Err(format!("unknown escape \\{e}")),
+    };
+    let hex: String = rest.iter().skip(1).take(width).collect();
+    if hex.len() != width || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(format!("\\{e} needs {width} hex digits"));
+    }
+    let code = u32::from_str_radix(&hex, 16).map_err(|e| e.to_string())?;
+    let c = char::from_u32(code).ok_or_else(|| format!("\\{e}{hex} is not a Unicode scalar value"))?;
+    Ok((c, 1 + width))
+}
+
 /// GBNF lets a rule's alternatives continue on following lines; Lark needs a rule on
 /// one logical line unless the next line starts with `|`. Join every line that does not
 /// start a new rule onto the previous one.
@@ -185,6 +233,15 @@ mod tests {
         assert!(l.contains("r_answer: \"yes\" | \"no\" | \"maybe\""), "{l}");
         assert!(l.contains("r_num_list: /[0-9]/+ (\",\" /[0-9]/+)* r_x{2,3} /(?s:.)/"), "{l}");
         assert!(l.contains("r_x: /[^\\]\\/]/"), "{l}");
+    }
+
+    #[test]
+    fn string_escapes_are_decoded_for_lark() {
+        let l = gbnf_to_lark(r#"root ::= "\x41\u00e9\U0001F600" "\"\\\t\n\]" "\x01""#).unwrap();
+        assert_eq!(l.trim(), "start: \"A\u{e9}\u{1F600}\" \"\\\"\\\\\\t\\n]\" \"\\x01\"");
+        assert!(gbnf_to_lark(r#"root ::= "\q""#).unwrap_err().contains("unknown escape"));
+        assert!(gbnf_to_lark(r#"root ::= "\u12""#).unwrap_err().contains("4 hex digits"));
+        assert!(gbnf_to_lark(r#"root ::= "\UFFFFFFFF""#).unwrap_err().contains("not a Unicode scalar"));
     }
 
     #[test]

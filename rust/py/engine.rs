@@ -131,12 +131,7 @@ impl PyEngine {
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.gen.post_sampling_probs = post_sampling_probs;
-        p.gen.grammar = match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
-            (Some(_), Some(_)) => return Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
-            (Some(g), None) => Some(GrammarSpec::Gbnf(g)),
-            (None, Some(j)) => Some(GrammarSpec::JsonSchema(j)),
-            (None, None) => None,
-        };
+        p.gen.grammar = grammar_spec(grammar, json_schema)?;
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
@@ -177,12 +172,7 @@ impl PyEngine {
             prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
         )?;
         p.gen.post_sampling_probs = post_sampling_probs;
-        p.gen.grammar = match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
-            (Some(_), Some(_)) => return Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
-            (Some(g), None) => Some(GrammarSpec::Gbnf(g)),
-            (None, Some(j)) => Some(GrammarSpec::JsonSchema(j)),
-            (None, None) => None,
-        };
+        p.gen.grammar = grammar_spec(grammar, json_schema)?;
         self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
@@ -349,6 +339,18 @@ impl PyEngine {
         p.gen.n_indent = n_indent;
         p.gen.t_max_predict_ms = t_max_predict_ms;
         if let Some(d) = sampling {
+            // lazy grammars: the grammar engages once the output contains one of these words
+            if let Some(t) = d.get_item("grammar_triggers")? {
+                let words: Vec<String> = t.extract().map_err(|_| InvalidRequestError::new_err("grammar_triggers: must be a list of strings"))?;
+                if words.iter().any(|w| w.is_empty()) {
+                    return Err(InvalidRequestError::new_err("grammar_triggers: a trigger word must not be empty"));
+                }
+                if p.gen.grammar.is_none() && !words.is_empty() {
+                    return Err(InvalidRequestError::new_err("grammar_triggers: a lazy grammar needs a grammar or json_schema"));
+                }
+                p.gen.grammar_triggers = words;
+                d.del_item("grammar_triggers")?;
+            }
             extra_sampling(&mut p.gen.sampling, &d)?;
             let nv = self.inner.model.config.n_vocab;
             if let Some((t, _)) = p.gen.sampling.logit_bias.iter().find(|(t, _)| *t as usize >= nv) {
@@ -432,10 +434,7 @@ impl PyEngine {
             },
             ignore_eos,
             n_probs: n_probs as usize,
-            n_indent: 0,
-            t_max_predict_ms: 0,
-            post_sampling_probs: false,
-            grammar: None,
+            ..GenParams::default()
         };
         let mut p = RequestParams::new(prompt, gen);
         p.cache_prompt = cache_prompt;
@@ -447,3 +446,12 @@ impl PyEngine {
     }
 }
 
+/// `grammar` (GBNF, or Lark after `%llguidance`) or `json_schema`: at most one.
+fn grammar_spec(grammar: Option<String>, json_schema: Option<String>) -> PyResult<Option<GrammarSpec>> {
+    match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
+        (Some(_), Some(_)) => Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
+        (Some(g), None) => Ok(Some(GrammarSpec::Gbnf(g))),
+        (None, Some(j)) => Ok(Some(GrammarSpec::JsonSchema(j))),
+        (None, None) => Ok(None),
+    }
+}

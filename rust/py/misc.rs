@@ -120,3 +120,10 @@ pub fn vec_dot(type_name: &str, w: &[u8], activations: Vec<f32>, isa: &str) -> P
 pub fn isa() -> (String, Vec<String>) {
     (quant::isa().name().to_string(), dispatch::available().iter().map(|i| i.name().to_string()).collect())
 }
+
+/// A JSON schema with llama.cpp's bounds on whitespace, digits and fractional seconds
+/// (see `grammar::harden_schema`), for schemas embedded in Lark grammars.
+#[pyfunction]
+pub fn harden_json_schema(schema: &str) -> PyResult<String> {
+    crate::grammar::harden_schema_text(schema).map_err(super::errors::InvalidRequestError::new_err)
+}

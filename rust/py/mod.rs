@@ -16,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(misc::dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;
     m.add_function(wrap_pyfunction!(misc::isa, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::harden_json_schema, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -21,6 +21,8 @@ mod temperature;
 mod tests;
 #[cfg(test)]
 mod tests_chain;
+#[cfg(test)]
+mod tests_stats;
 
 pub use chain::Sampler;
 pub use params::{parse_sampler_names, parse_sampling_seq, SamplerKind, SamplingParams};

@@ -287,3 +287,26 @@ def select_template(*, gguf_template: Optional[str], arch: str,
         except TemplateError as e:
             log.warning("%s; using the %r architecture default instead", e, arch)
     return ChatTemplate.builtin(_ARCH_DEFAULTS.get((arch or "").lower(), "chatml"), **tok)
+
+
+def template_for(engine: Any, chat_template: Optional[str] = None, chat_template_file: Optional[str] = None) -> ChatTemplate:
+    """The chat template for a loaded `Engine`: its GGUF's (``chat_template`` may name one
+    of the GGUF's ``tokenizer.chat_template.NAME`` variants), a built-in name or Jinja
+    source, or a file; otherwise the architecture's default (see the module docstring)."""
+    info = engine.info
+
+    def text_of(key: str) -> str:
+        tid = info.get(key)
+        return engine.token_to_piece(tid).decode("utf-8", "replace") if tid is not None else ""
+
+    variants = info.get("chat_templates") or {}
+    named = chat_template in variants
+    return select_template(
+        gguf_template=variants[chat_template] if named else info.get("chat_template"),
+        arch=engine.arch,
+        override_name=None if named else chat_template,
+        override_file=chat_template_file,
+        bos_token=text_of("bos"),
+        eos_token=text_of("eos"),
+        tokenizer_adds_bos=bool(info.get("add_bos")),
+    )

@@ -14,13 +14,20 @@ from ..config import ServerConfig
 from ..engine import Engine
 from .auth import make_guard
 from .errors import HANDLERS
-from .routes import chat, completion, embeddings, infill, slots, status, tokenize
+from .routes import chat, completion, embeddings, infill, messages, slots, status, tokenize
+from .routes import webui
+from .routes import responses as responses_routes
+from .responses_jobs import Responses
 from .service import Service
+from .timeouts import timeout_middleware
 
 
 def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
     svc = Service(config, engine)
-    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES]
+    responses = Responses(config)  # the Responses API's store and background generations
+    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES]
+    handlers += responses_routes.ROUTES
+    handlers += webui.routes(config)  # GET / and its static files (none with --no-webui)
     prefix = config.api_prefix.rstrip("/")
     routes = [Router(path=prefix, route_handlers=handlers)] if prefix else handlers
     origins, origin_regex = list(config.cors_origins), None
@@ -37,17 +44,20 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
     )
     app = Litestar(
         route_handlers=routes,
-        dependencies={"svc": Provide(lambda: svc, use_cache=True, sync_to_thread=False)},
+        dependencies={"svc": Provide(lambda: svc, use_cache=True, sync_to_thread=False),
+                      "responses": Provide(lambda: responses, use_cache=True, sync_to_thread=False)},
         exception_handlers=HANDLERS,
         guards=[make_guard(config.api_keys, prefix)],
         cors_config=cors,
-        on_startup=[svc.start_loading],
-        on_shutdown=[svc.close],  # closes the engine only when the service loaded it
+        middleware=[timeout_middleware(config.timeout)],
+        on_startup=[svc.start_loading, responses.startup],
+        on_shutdown=[responses.shutdown, svc.close],  # closes the engine only when the service loaded it
         openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
         request_max_body_size=32 * 1024 * 1024,
         debug=False,
     )
     app.state.service = svc
+    app.state.responses = responses
     return app
 
 
@@ -63,7 +73,7 @@ def serve(config: ServerConfig) -> int:
 
     app = create_app(config)
     level = "critical" if config.log_disable else ("info" if config.verbose else "warning")
-    kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=config.timeout)
+    kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=5)
     if config.ssl_key_file or config.ssl_cert_file:
         kw.update(ssl_keyfile=config.ssl_key_file, ssl_certfile=config.ssl_cert_file)
     scheme = "https" if config.ssl_cert_file else "http"

@@ -1,5 +1,6 @@
 """API keys: `Authorization: Bearer <key>` or `x-api-key: <key>`, compared in constant
-time; /health and /v1/health stay public."""
+time; /health and /v1/health stay public, and so do handlers marked `opt={"public": True}`
+(the Web UI's page and static files: the API calls the page makes carry the key)."""
 from __future__ import annotations
 
 import hmac
@@ -16,8 +17,8 @@ def make_guard(keys: List[str], prefix: str = ""):
     encoded = [k.encode() for k in keys if k]
     public = {prefix + p for p in PUBLIC}
 
-    def guard(conn: ASGIConnection, _: BaseRouteHandler) -> None:
-        if not encoded or conn.url.path in public:
+    def guard(conn: ASGIConnection, handler: BaseRouteHandler) -> None:
+        if not encoded or conn.url.path in public or handler.opt.get("public"):
             return
         given = conn.headers.get("x-api-key", "")
         auth = conn.headers.get("authorization", "")

@@ -2,11 +2,15 @@
 shape: {"error": {"code": N, "message": "...", "type": "..."}}."""
 from __future__ import annotations
 
+from typing import Optional
+
 from litestar import Request, Response
 from litestar.exceptions import HTTPException, NotAuthorizedException, NotFoundException, ValidationException
 
 from .. import errors as E
 from ..chat.templates import TemplateError
+from ..tools.spec import ToolSpecError
+from .timeouts import RequestTimeoutError
 
 
 class ApiError(Exception):
@@ -19,22 +23,38 @@ class ApiError(Exception):
 
 # exception class -> (status, error type); the first matching entry wins
 TABLE = [
+    (RequestTimeoutError, 408, "timeout_error"),
     (E.ContextOverflowError, 400, "exceed_context_size_error"),
     (E.InvalidRequestError, 400, "invalid_request_error"),
     (E.TokenizerError, 400, "invalid_request_error"),
     (TemplateError, 400, "invalid_request_error"),
+    (ToolSpecError, 400, "invalid_request_error"),
     (E.NotSupportedError, 501, "not_supported_error"),
     (E.UnavailableError, 503, "unavailable_error"),
     (E.CancelledError, 499, "cancelled_error"),
 ]
 
 
-def body(status: int, message: str, type_: str) -> dict:
+# Anthropic's error types by status (https://docs.anthropic.com/en/api/errors)
+_ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error", 404: "not_found_error",
+                    413: "request_too_large", 429: "rate_limit_error", 503: "overloaded_error", 529: "overloaded_error"}
+
+
+def dialect(path: str) -> str:
+    """Which API's error shape a route answers in: "anthropic" for the Messages API."""
+    p = path.rstrip("/")
+    return "anthropic" if p.endswith("/messages") or p.endswith("/messages/count_tokens") else "openai"
+
+
+def body(status: int, message: str, type_: str, dialect_: str = "openai") -> dict:
+    if dialect_ == "anthropic":
+        return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error"), "message": message}}
     return {"error": {"code": status, "message": message, "type": type_}}
 
 
-def error_response(status: int, message: str, type_: str) -> Response:
-    return Response(body(status, message, type_), status_code=status, media_type="application/json")
+def error_response(status: int, message: str, type_: str, request: Optional[Request] = None) -> Response:
+    d = dialect(request.url.path) if request is not None else "openai"
+    return Response(body(status, message, type_, d), status_code=status, media_type="application/json")
 
 
 def classify(exc: BaseException) -> tuple:
@@ -56,24 +76,24 @@ def _validation(request: Request, exc: ValidationException) -> Response:
     message = "; ".join(parts) or exc.detail or "invalid request body"
     if "Expected" in message or "Object" in message or "JSON" in message or parts:
         pass
-    return error_response(400, f"invalid request: {message}", "invalid_request_error")
+    return error_response(400, f"invalid request: {message}", "invalid_request_error", request)
 
 
 def _http(request: Request, exc: HTTPException) -> Response:
     status = exc.status_code
     if isinstance(exc, NotAuthorizedException):
-        return error_response(401, exc.detail or "Invalid API Key", "authentication_error")
+        return error_response(401, exc.detail or "Invalid API Key", "authentication_error", request)
     if isinstance(exc, NotFoundException):
-        return error_response(404, f"route not found: {request.method} {request.url.path}", "not_found_error")
+        return error_response(404, exc.detail if exc.detail and exc.detail != "Not Found" else f"route not found: {request.method} {request.url.path}", "not_found_error", request)
     type_ = {400: "invalid_request_error", 405: "invalid_request_error", 413: "invalid_request_error", 503: "unavailable_error"}.get(status, "server_error")
-    return error_response(status, exc.detail or "error", type_)
+    return error_response(status, exc.detail or "error", type_, request)
 
 
 def _other(request: Request, exc: Exception) -> Response:
     status, message, type_ = classify(exc)
     if status == 500:
         request.logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(status, message, type_)
+    return error_response(status, message, type_, request)
 
 
 HANDLERS = {ValidationException: _validation, HTTPException: _http, Exception: _other}

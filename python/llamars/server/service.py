@@ -9,9 +9,11 @@ from typing import List, Optional
 
 from .. import __version__
 from ..async_engine import AsyncEngine
+from ..chat.plan import ChatPlan, plan_chat
 from ..config import ServerConfig
 from ..engine import Engine
 from ..schemas.native import Prompt, Sampling
+from ..tools.spec import ToolSpecError
 from .errors import ApiError
 
 # llama.cpp sampler fields passed through to the engine when a request sets them
@@ -59,6 +61,7 @@ class Service:
                 context_shift=c.context_shift,
                 slot_save_path=c.slot_save_path,
                 swa_full=c.swa_full,
+                progress=False if c.log_disable else None,
             )
         except Exception as exc:  # reported by /health and the log
             self.error = f"{type(exc).__name__}: {exc}"
@@ -74,25 +77,12 @@ class Service:
             print(message, flush=True)
 
     def _after_load(self) -> None:
-        from ..chat.templates import select_template
+        from ..chat.templates import template_for
 
         e = self.engine
         assert e is not None
-        c = self.config
-        bos = e.token_to_piece(e.info["bos"]).decode("utf-8", "replace") if e.info.get("bos") is not None else ""
-        eos = e.token_to_piece(e.info["eos"]).decode("utf-8", "replace") if e.info.get("eos") is not None else ""
-        variants = e.info.get("chat_templates") or {}
-        named = c.chat_template in variants  # --chat-template NAME picks tokenizer.chat_template.NAME
-        self.template = select_template(
-            gguf_template=variants[c.chat_template] if named else e.info.get("chat_template"),
-            arch=e.arch,
-            override_name=None if named else c.chat_template,
-            override_file=c.chat_template_file,
-            bos_token=bos,
-            eos_token=eos,
-            tokenizer_adds_bos=bool(e.info.get("add_bos")),
-        )
-        self.bos_text = bos
+        self.template = template_for(e, self.config.chat_template, self.config.chat_template_file)
+        self.bos_text = self.template.bos_token
 
     def close(self) -> None:
         if self.aengine is not None:
@@ -211,6 +201,25 @@ class Service:
         kw = {**self.config.chat_template_kwargs, **(kwargs or {})}
         msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
         return self.template.render(msgs, add_generation_prompt=add_generation_prompt, **kw)
+
+    def plan_chat(self, messages: list, *, tools=None, tool_choice=None, parallel_tool_calls: Optional[bool] = None,
+                  reasoning_format: Optional[str] = None, template_kwargs: Optional[dict] = None) -> ChatPlan:
+        """A chat turn's prompt, tool-call grammar and reply parser (server defaults from
+        the command line; request fields win)."""
+        self.need()
+        try:
+            return plan_chat(
+                self.template,
+                messages,
+                tools=tools,
+                tool_choice=tool_choice,
+                parallel_tool_calls=bool(parallel_tool_calls),
+                reasoning_format=reasoning_format or self.config.reasoning_format,
+                reasoning_budget=self.config.reasoning_budget,
+                template_kwargs={**self.config.chat_template_kwargs, **(template_kwargs or {})},
+            )
+        except ToolSpecError as e:
+            raise ApiError(400, str(e)) from None
 
     def chat_prompt_ids(self, text: str) -> List[int]:
         e = self.need()

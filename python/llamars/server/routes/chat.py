@@ -44,6 +44,37 @@ def _response_schema(rf):
     raise ApiError(400, f"response_format.type: must be text, json_object or json_schema, got {t!r}")
 
 
+def _message(reply) -> dict:
+    m = {"role": "assistant", "content": reply.content if (reply.content or not reply.tool_calls) else None}
+    if reply.reasoning is not None:
+        m["reasoning_content"] = reply.reasoning
+    if reply.tool_calls:
+        m["tool_calls"] = reply.tool_calls
+    return m
+
+
+def _finish(r, reply) -> str:
+    if reply.tool_calls and r.stop_reason != "limit":
+        return "tool_calls"
+    return shapes.finish_reason(r)
+
+
+def delta_dict(d) -> dict:
+    """A ReplyDelta in OpenAI's streaming shape."""
+    out: dict = {}
+    if d.reasoning:
+        out["reasoning_content"] = d.reasoning
+    if d.content:
+        out["content"] = d.content
+    if d.calls:
+        out["tool_calls"] = [
+            {"index": c.index, **({"id": c.id, "type": "function"} if c.id else {}),
+             "function": {**({"name": c.name} if c.name else {}), "arguments": c.arguments}}
+            for c in d.calls
+        ]
+    return out
+
+
 @post(["/chat/completions", "/v1/chat/completions"], status_code=200, summary="OpenAI chat completions")
 async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
@@ -51,11 +82,13 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         raise ApiError(400, "messages: at least one message is required")
     if not 1 <= data.n <= 16:
         raise ApiError(400, f"n: must be within [1, 16], got {data.n}")
-    if data.tools or (data.tool_choice not in (None, "none", "auto")):
-        raise ApiError(501, "tools: tool calling is not supported yet", "not_supported_error")
     schema = _response_schema(data.response_format)
     if data.top_logprobs is not None and not 0 <= data.top_logprobs <= 20:
         raise ApiError(400, f"top_logprobs: must be within [0, 20], got {data.top_logprobs}")
+    plan = svc.plan_chat(data.messages, tools=data.tools, tool_choice=data.tool_choice, parallel_tool_calls=data.parallel_tool_calls,
+                         reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs)
+    if plan.constraint is not None and (schema is not None or data.grammar or data.json_schema):
+        raise ApiError(400, "tools: tool calls cannot be combined with response_format, grammar or json_schema")
     n_predict = data.max_completion_tokens if data.max_completion_tokens is not None else data.max_tokens
     kw = svc.gen_kwargs(
         data,
@@ -66,24 +99,26 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         id_slot=data.id_slot if data.id_slot >= 0 else None,
         n_keep=data.n_keep,
         **({"json_schema": schema} if schema is not None else {}),
+        **plan.gen_kwargs(),
     )
-    prompt = svc.render_chat(data.messages, True, data.chat_template_kwargs)
-    ids = svc.chat_prompt_ids(prompt)
+    ids = svc.chat_prompt_ids(plan.prompt)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     model = data.model or svc.model_id
     base = {"id": cid, "created": created, "model": model, "system_fingerprint": svc.fingerprint}
 
     if not data.stream:
         results = await asyncio.gather(*(_collect(svc, ids, kw) for _ in range(data.n)))
-        choices = [
-            {
+        choices = []
+        for i, r in enumerate(results):
+            rp = plan.parser()
+            rp.text = r.text
+            reply = rp.finish()[0]
+            choices.append({
                 "index": i,
-                "message": {"role": "assistant", "content": r.text},
+                "message": _message(reply),
                 "logprobs": _logprobs(e, r.probs) if data.logprobs else None,
-                "finish_reason": shapes.finish_reason(r),
-            }
-            for i, r in enumerate(results)
-        ]
+                "finish_reason": _finish(r, reply),
+            })
         ct = sum(len(r.tokens) for r in results)
         return {
             **base,
@@ -99,6 +134,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         return event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
     s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
+    rp = plan.parser()
 
     async def chunks():
         try:
@@ -107,10 +143,14 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
                 lp = None
                 if data.logprobs and c.token is not None:
                     lp = _logprobs(e, [{"id": c.token, "logprob": c.logprob, "top_logprobs": [{"id": i, "logprob": v} for i, v in c.top_logprobs]}])
-                if c.text or lp:
-                    yield chunk({"content": c.text}, logprobs=lp)
+                d = delta_dict(rp.feed(c.text)) if c.text else {}
+                if d or lp:
+                    yield chunk(d, logprobs=lp)
             r = s.result
-            yield chunk({}, finish=shapes.finish_reason(r))
+            reply, last = rp.finish()
+            if last:
+                yield chunk(delta_dict(last))
+            yield chunk({}, finish=_finish(r, reply))
             if data.stream_options and data.stream_options.include_usage:
                 yield event({**base, "object": "chat.completion.chunk", "choices": [], "usage": shapes.usage(len(ids), len(r.tokens)), "timings": shapes.timings(r)})
             yield DONE

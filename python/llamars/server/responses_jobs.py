@@ -1,0 +1,339 @@
+"""The Responses API's moving parts: a request turned into a chat plan and a generation,
+run inline (plain requests), as a task followed by one SSE stream (`stream: true`), or
+as a task owned by the app (`background: true`) that any number of `GET ?stream=true`
+readers can follow; the response store behind `previous_response_id`, retrieval,
+cancellation and deletion.
+
+Background responses interrupted by a shutdown (or found unfinished after a crash, see
+`response_store.py`) end `failed` with a `server_error` saying the server stopped: their
+generation is gone and a client should not wait for it."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import time
+from typing import AsyncIterator, Dict, List, Optional, Set
+
+from ..config import ServerConfig
+from . import responses_convert as conv
+from .errors import ApiError, classify
+from .response_store import RESTART_MESSAGE, UNFINISHED, SQLiteStore, StoreError, failed
+from .responses_stream import Emitter
+from .routes.completion import _collect
+from .sse import EventStream, named_event
+
+FLUSH_SECONDS = 0.25  # how often a background response's new events reach the store
+SHUTDOWN_MESSAGE = "the server shut down before this response finished"
+
+
+class Job:
+    """One generation in flight: the live response object and its events (sequence
+    number = index), fanned out to followers."""
+
+    def __init__(self, response: dict, background: bool, store: bool, items: List[dict], context: List[dict]) -> None:
+        self.id = response["id"]
+        self.response = response
+        self.background, self.store = background, store
+        self.items, self.context = items, context
+        self.events: List[dict] = []
+        self.flushed = 0
+        self.finished = False
+        self.cancel_reason: Optional[str] = None
+        self.task: Optional[asyncio.Task] = None
+        self._subs: List[asyncio.Queue] = []
+
+    def emit(self, ev: dict) -> None:
+        ev["sequence_number"] = len(self.events)
+        self.events.append(ev)
+        for q in self._subs:
+            q.put_nowait(ev)
+
+    def close(self) -> None:
+        self.finished = True
+        for q in self._subs:
+            q.put_nowait(None)
+
+    def cancel(self, reason: str) -> None:
+        if not self.finished and self.task is not None and not self.task.done():
+            self.cancel_reason = self.cancel_reason or reason
+            self.task.cancel()
+
+    async def follow(self, after: int = -1) -> AsyncIterator[dict]:
+        """The events after sequence number `after`, then the live ones until the end."""
+        backlog, done = self.events[max(after, -1) + 1:], self.finished
+        q: asyncio.Queue = asyncio.Queue()
+        if not done:
+            self._subs.append(q)  # no await since the snapshot: nothing is missed or repeated
+        try:
+            for ev in backlog:
+                yield ev
+            while not done:
+                ev = await q.get()
+                if ev is None:
+                    return
+                yield ev
+        finally:
+            if q in self._subs:
+                self._subs.remove(q)
+
+
+def _sse(events: AsyncIterator[dict]) -> AsyncIterator[bytes]:
+    async def gen():
+        async for ev in events:
+            yield named_event(ev["type"], ev)
+
+    return gen()
+
+
+async def _listed(events: List[dict]) -> AsyncIterator[dict]:
+    for ev in events:
+        yield ev
+
+
+class Responses:
+    """Owned by the app: opened at startup, closed (running jobs stopped) at shutdown."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.store: Optional[SQLiteStore] = None
+        self.store_error: Optional[str] = None
+        self.jobs: Dict[str, Job] = {}  # stored responses generating in this process
+        self.tasks: Set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+    def startup(self) -> None:
+        try:
+            self.store = SQLiteStore(self.config.data_dir)
+            self.store.fail_orphans(RESTART_MESSAGE)
+        except StoreError as e:
+            self.store_error = str(e)
+            if not self.config.log_disable:
+                print(f"llamars-server: warning: {e}; stored responses are unavailable", flush=True)
+
+    async def shutdown(self) -> None:
+        for job in list(self.jobs.values()):
+            job.cancel("shutdown")
+        for t in list(self.tasks):
+            t.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=10)
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def _need_store(self) -> None:
+        if self.store is None:
+            raise ApiError(503, self.store_error or "the response store is not open", "unavailable_error")
+
+    async def _io(self, method: str, *args):
+        """A store call off the event loop; store trouble is a 503, never a 500."""
+        self._need_store()
+        try:
+            return await asyncio.to_thread(getattr(self.store, method), *args)
+        except StoreError as e:
+            raise ApiError(503, str(e), "unavailable_error") from None
+
+    # ------------------------------------------------------------------ create
+    async def create(self, svc, data) -> object:
+        svc.need()
+        if data.background and not data.store:
+            raise ApiError(400, "background: a background response must be stored; drop store=false")
+        if data.max_output_tokens is not None and data.max_output_tokens < 1:
+            raise ApiError(400, f"max_output_tokens: must be >= 1, got {data.max_output_tokens}")
+        if data.store:
+            self._need_store()
+        items = conv.parse_input(data.input)
+        context: List[dict] = []
+        if data.previous_response_id is not None:
+            context = await self._history(data.previous_response_id)
+        schema = conv.text_schema(data.text)
+        plan = svc.plan_chat(conv.to_messages(data.instructions, context + items), tools=data.tools, tool_choice=data.tool_choice,
+                             parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
+                             reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs)
+        if plan.constraint is not None and schema is not None:
+            raise ApiError(400, "text.format: structured output cannot be combined with tool calls; drop tools or text.format")
+        kw = svc.gen_kwargs(data, n_predict=data.max_output_tokens, stop=None, cache_prompt=data.cache_prompt,
+                            **({"json_schema": schema} if schema is not None else {}), **plan.gen_kwargs())
+        ids = svc.chat_prompt_ids(plan.prompt)
+        resp = conv.base_response(data, rid=conv.new_id("resp"), model=data.model or svc.model_id,
+                                  status="queued" if data.background else "in_progress",
+                                  tools=conv.tools_echo(data.tools, plan.tools), defaults=svc.config.sampling)
+
+        if not data.stream and not data.background:
+            r = await _collect(svc, ids, kw)
+            rp = plan.parser()
+            rp.text = r.text
+            final = conv.finished(resp, r, len(ids), conv.output_from_reply(rp.finish()[0], r.stop_reason == "limit"))
+            if data.store:
+                await self._io("save", final, items, context)
+            return final
+
+        s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
+        job = Job(resp, bool(data.background), bool(data.store), items, context)
+        if job.store:
+            self.jobs[job.id] = job
+        if job.background:
+            try:
+                await self._io("save", resp, items, context)
+            except BaseException:
+                self.jobs.pop(job.id, None)
+                await s.aclose()
+                raise
+        job.task = asyncio.create_task(self._run(job, s, plan, len(ids)))
+        self.tasks.add(job.task)
+        job.task.add_done_callback(lambda t: self._reap(t, job, s))
+        if not data.stream:
+            return copy.deepcopy(resp)
+        return EventStream(self._follow(job, -1, cancel_on_exit=not job.background))
+
+    async def _history(self, pid: str) -> List[dict]:
+        job = self.jobs.get(pid)
+        if job is not None and not job.finished:
+            raise ApiError(400, f"previous_response_id: response {pid!r} is still {job.response['status']}; wait for it to finish")
+        rec = await self._io("get_record", pid)
+        if rec is None:
+            raise ApiError(400, f"previous_response_id: no stored response {pid!r} (never created, deleted, or created with store=false)")
+        if rec["response"].get("status") in UNFINISHED:
+            raise ApiError(400, f"previous_response_id: response {pid!r} is still {rec['response']['status']}; wait for it to finish")
+        return conv.history_of(rec)
+
+    async def _follow(self, job: Job, after: int, cancel_on_exit: bool) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in _sse(job.follow(after)):
+                yield chunk
+        finally:
+            if cancel_on_exit and not job.finished:
+                job.cancel("disconnect")  # the one reader of a non-background stream left
+
+    # ------------------------------------------------------------------ the generation task
+    async def _run(self, job: Job, s, plan, n_prompt: int) -> None:
+        em = Emitter(job.emit)
+        rp = plan.parser()
+        final: Optional[dict] = None
+        try:
+            em.start(job.response)
+            job.response["status"] = "in_progress"
+            last_flush = time.monotonic()
+            async for c in s:
+                if c.text:
+                    em.feed(rp.feed(c.text))
+                if job.background and time.monotonic() - last_flush >= FLUSH_SECONDS:
+                    await self._flush(job)
+                    last_flush = time.monotonic()
+            r = s.result
+            reply, last = rp.finish()
+            em.feed(last)
+            incomplete = r.stop_reason == "limit"
+            final = conv.finished(job.response, r, n_prompt, em.finish(reply, "incomplete" if incomplete else "completed"))
+        except asyncio.CancelledError:
+            out = {**job.response, "output": em.finish(None, "incomplete")}
+            if job.cancel_reason in ("cancel", "disconnect"):
+                final = {**out, "status": "cancelled"}
+            else:
+                final = failed(out, SHUTDOWN_MESSAGE)
+        except Exception as exc:  # the engine refused or failed mid-way: the response fails
+            final = failed({**job.response, "output": em.finish(None, "incomplete")}, classify(exc)[1])
+        finally:
+            await s.aclose()
+            if final is None:
+                final = failed(job.response, SHUTDOWN_MESSAGE)
+            job.response = final
+            em.terminal(final)
+            try:
+                if job.store:
+                    await self._io("save", final, job.items, job.context)
+                    await self._flush(job)
+            except (ApiError, asyncio.CancelledError):
+                pass  # the store is gone (shutdown): the next start marks the record failed
+            finally:
+                job.close()
+                if self.jobs.get(job.id) is job:
+                    del self.jobs[job.id]
+
+    def _reap(self, task: asyncio.Task, job: Job, s) -> None:
+        """A task cancelled before it ever ran skipped `_run`'s cleanup: do it here."""
+        self.tasks.discard(task)
+        if job.finished:
+            return
+        try:
+            asyncio.ensure_future(s.aclose())  # frees the slot
+        except RuntimeError:
+            pass  # no loop left: the stream's finalizer cancels it
+        job.response = {**job.response, "status": "cancelled"} if job.cancel_reason in ("cancel", "disconnect") else failed(job.response, SHUTDOWN_MESSAGE)
+        job.close()
+        if self.jobs.get(job.id) is job:
+            del self.jobs[job.id]
+        if job.store and self.store is not None:
+            try:  # a rare path: one blocking write is fine
+                self.store.save(job.response, job.items, job.context)
+            except StoreError:
+                pass
+
+    async def _flush(self, job: Job) -> None:
+        if not job.store:
+            return
+        new, job.flushed = job.events[job.flushed:], len(job.events)
+        if job.background:
+            await self._io("save", job.response)
+        await self._io("append_events", job.id, new)
+
+    # ------------------------------------------------------------------ the other routes
+    async def retrieve(self, rid: str) -> dict:
+        job = self.jobs.get(rid)
+        if job is not None:
+            return copy.deepcopy(job.response)
+        r = await self._io("get", rid)
+        if r is None:
+            raise _not_found(rid)
+        return r
+
+    async def stream(self, rid: str, after: int) -> EventStream:
+        job = self.jobs.get(rid)
+        if job is not None:
+            return EventStream(self._follow(job, after, cancel_on_exit=False))
+        if await self._io("get", rid) is None:
+            raise _not_found(rid)
+        events = await self._io("events_after", rid, after)
+        if not events and not await self._io("has_events", rid):
+            raise ApiError(400, f"stream: response {rid!r} was neither streamed nor run in the background; there are no events to replay")
+        return EventStream(_sse(_listed(events)))
+
+    async def cancel(self, rid: str) -> dict:
+        job = self.jobs.get(rid)
+        if job is not None:
+            if not job.background:
+                raise ApiError(400, f"response {rid!r} was not created with background=true; only background responses can be cancelled")
+            job.cancel("cancel")
+            if job.task is not None:
+                await asyncio.wait([job.task])
+            return copy.deepcopy(job.response)
+        r = await self._io("get", rid)
+        if r is None:
+            raise _not_found(rid)
+        if not r.get("background"):
+            raise ApiError(400, f"response {rid!r} was not created with background=true; only background responses can be cancelled")
+        if r.get("status") in UNFINISHED:  # its generation is not in this process (gone, or another replica's)
+            r = {**r, "status": "cancelled"}
+            await self._io("save", r)
+        return r  # cancelling a finished response changes nothing
+
+    async def delete(self, rid: str) -> dict:
+        job = self.jobs.get(rid)
+        if job is not None:
+            job.cancel("cancel")
+            if job.task is not None:
+                await asyncio.wait([job.task])
+        if not await self._io("delete", rid):
+            raise _not_found(rid)
+        return {"id": rid, "object": "response", "deleted": True}
+
+    async def input_items(self, rid: str, *, after: Optional[str], limit: int, order: str) -> dict:
+        job = self.jobs.get(rid)
+        rec = {"input_items": job.items} if job is not None else await self._io("get_record", rid)
+        if rec is None:
+            raise _not_found(rid)
+        return conv.input_items_page(rec["input_items"], after=after, limit=limit, order=order)
+
+
+def _not_found(rid: str) -> ApiError:
+    return ApiError(404, f"response {rid!r} not found", "not_found_error")
