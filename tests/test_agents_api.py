@@ -288,3 +288,56 @@ def test_engine_chat_plain_matches_server_template(engine, oai):
 def test_engine_chat_bad_tools(engine):
     with pytest.raises(InvalidRequestError, match=r"tools\[0\]"):
         engine.chat(ASK, tools=[{"type": "function", "function": {}}])
+
+
+# ------------------------------------------------------------------ reasoning
+THINK = 'root ::= "<think>" [a-z ]{3,12} "</think>" "\\n" [A-Za-z ]{3,12} "."'
+
+
+def test_reasoning_split_openai(oai):
+    kw = dict(model="m", messages=[{"role": "user", "content": "Think, then answer."}], temperature=0, max_tokens=60, extra_body={"grammar": THINK})
+    r = oai.chat.completions.create(**kw)
+    m = r.choices[0].message
+    reasoning = m.model_extra["reasoning_content"]
+    assert reasoning and "<think>" not in m.content and "</think>" not in m.content and m.content.endswith(".")
+    # streamed: reasoning_content deltas first, then content; the same split
+    rs, cs = "", ""
+    for ch in oai.chat.completions.create(stream=True, **kw):
+        if ch.choices:
+            d = ch.choices[0].delta.model_extra or {}
+            assert not (cs and d.get("reasoning_content")), "reasoning after content"
+            rs += d.get("reasoning_content") or ""
+            cs += ch.choices[0].delta.content or ""
+    assert (rs, cs) == (reasoning, m.content)
+    # reasoning_format none keeps the tags in the content
+    raw = oai.chat.completions.create(**{**kw, "extra_body": {"grammar": THINK, "reasoning_format": "none"}}).choices[0].message
+    assert raw.content.startswith("<think>") and "reasoning_content" not in (raw.model_extra or {})
+
+
+def test_reasoning_as_anthropic_thinking_blocks(claude):
+    kw = dict(model="m", max_tokens=60, messages=[{"role": "user", "content": "Think, then answer."}], extra_body={"temperature": 0, "grammar": THINK})
+    m = claude.messages.create(**kw)
+    assert [b.type for b in m.content] == ["thinking", "text"]
+    assert m.content[0].thinking and m.content[1].text.endswith(".")
+    deltas = []
+    with claude.messages.stream(**kw) as st:
+        for ev in st:
+            if ev.type == "content_block_delta":
+                deltas.append(ev.delta.type)
+        final = st.get_final_message()
+    assert "thinking_delta" in deltas and "text_delta" in deltas
+    assert deltas.index("text_delta") > deltas.index("thinking_delta")
+    assert final.content[0].thinking == m.content[0].thinking and final.content[1].text == m.content[1].text
+
+
+def test_reasoning_budget_zero_turns_thinking_off(model_path, engine):
+    from llamars.chat.templates import ChatTemplate
+
+    src = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}{% if add_generation_prompt %}<assistant>{% if enable_thinking is defined and not enable_thinking %}<think></think>{% else %}<think>{% endif %}{% endif %}"
+    from llamars.chat.plan import plan_chat
+
+    t = ChatTemplate.from_source(src)
+    on = plan_chat(t, [{"role": "user", "content": "hi"}])
+    off = plan_chat(t, [{"role": "user", "content": "hi"}], reasoning_budget=0)
+    assert on.prompt.endswith("<think>") and on.thinking_open
+    assert off.prompt.endswith("<think></think>") and not off.thinking_open

@@ -256,7 +256,8 @@ def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
                 # leaving the blocks closes the connection with the response half read
             t0 = time.monotonic()
             while _busy(mon):
-                assert time.monotonic() - t0 < 5, f"slot still busy {time.monotonic() - t0:.1f}s after the client went away: {_busy(mon)}"
+                # generous: on a loaded 2-core machine the loop may need a few seconds to see it
+                assert time.monotonic() - t0 < 15, f"slot still busy {time.monotonic() - t0:.1f}s after the client went away: {_busy(mon)}"
                 time.sleep(0.05)
             freed = _slot_state(mon)
             assert freed["next_token"][0]["n_decoded"] < 2000

@@ -5,6 +5,8 @@ from typing import Any, Dict, List, Optional, Union
 
 import msgspec
 
+from .native import Sampling
+
 
 class AnthropicMessage(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     role: str
@@ -17,7 +19,10 @@ class ToolChoice(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
     disable_parallel_tool_use: bool = False
 
 
-class CountTokensRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
+class CountTokensRequest(Sampling, kw_only=True, forbid_unknown_fields=False):
+    """(Sampling's llama.cpp fields — grammar, json_schema, min_p, … — are accepted as
+    extensions; `temperature`, `top_p`, `top_k` are Anthropic's own.)"""
+
     model: str
     messages: List[AnthropicMessage]
     system: Optional[Union[str, List[Dict[str, Any]]]] = None
@@ -28,9 +33,6 @@ class CountTokensRequest(msgspec.Struct, kw_only=True, forbid_unknown_fields=Fal
 
 class MessagesRequest(CountTokensRequest, kw_only=True, forbid_unknown_fields=False):
     max_tokens: int
-    temperature: Optional[float] = None
-    top_p: Optional[float] = None
-    top_k: Optional[int] = None
     stop_sequences: Optional[List[str]] = None
     stream: bool = False
     metadata: Optional[Dict[str, Any]] = None

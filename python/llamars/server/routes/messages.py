@@ -8,16 +8,11 @@ from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from ...schemas.anthropic import CountTokensRequest, MessagesRequest
-from ...schemas.native import Sampling
 from .. import anthropic as A
 from ..errors import ApiError
 from ..service import Service
 from ..sse import EventStream, named_event
 from .completion import _collect
-
-
-def _sampling(data: MessagesRequest) -> Sampling:
-    return Sampling(temperature=data.temperature, top_p=data.top_p, top_k=data.top_k)
 
 
 @post(["/v1/messages", "/messages"], status_code=200, summary="Anthropic Messages API")
@@ -29,7 +24,7 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
     if schema is not None and plan.constraint is not None:
         raise ApiError(400, "output_config.format: structured output cannot be combined with tool use")
     extra = {"json_schema": schema} if schema is not None else plan.gen_kwargs()
-    kw = svc.gen_kwargs(_sampling(data), n_predict=data.max_tokens, stop=data.stop_sequences or [], **extra)
+    kw = svc.gen_kwargs(data, n_predict=data.max_tokens, stop=data.stop_sequences or [], **extra)
     ids = svc.chat_prompt_ids(plan.prompt)
     mid, model = A.message_id(), data.model
 
