@@ -177,6 +177,42 @@ impl PyEngine {
         self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
     }
 
+    /// Run the sampler chain once on given logits after feeding it `history` (as the
+    /// prompt is fed): the token it picks. For checking the samplers against llama.cpp's
+    /// on the same logits; the sampling fields are `submit`'s.
+    #[pyo3(signature = (logits, history, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None, sampling=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample_logits(
+        &self,
+        py: Python<'_>,
+        logits: Vec<f32>,
+        history: Vec<i64>,
+        temperature: f32,
+        top_k: i64,
+        top_p: f32,
+        min_p: f32,
+        seed: Option<i64>,
+        sampling: Option<Bound<'_, PyDict>>,
+    ) -> PyResult<u32> {
+        let nv = self.inner.model.config.n_vocab;
+        if logits.len() != nv {
+            return Err(InvalidRequestError::new_err(format!("logits: expected {nv} values, got {}", logits.len())));
+        }
+        let history = self.check_ids(&history, "history")?;
+        let mut p = self.params(Vec::new(), Some(1), Vec::new(), temperature, top_k, top_p, min_p, seed, false, 0, true, None, 0, 0, false)?;
+        self.extras(&mut p, false, false, 0, 0, sampling)?;
+        let pieces = self.inner.pieces();
+        let sp = p.gen.sampling;
+        py.detach(move || {
+            let mut s = crate::sampling::Sampler::new(sp);
+            s.set_vocab(pieces);
+            for t in history {
+                s.accept(t);
+            }
+            Ok(s.sample(&logits))
+        })
+    }
+
     /// Stop a queued or running request; its slot is free within one loop iteration.
     fn cancel(&self, id: u64) {
         self.sched.cancel(id);
