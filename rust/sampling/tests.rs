@@ -333,3 +333,26 @@ fn sampler_names_and_letters() {
     assert!(err.contains("'z'") && err.contains("position 2"), "{err}");
     assert_eq!(parse_sampling_seq(""), Ok(vec![]));
 }
+
+#[test]
+fn keep_top_scan_matches_the_sorting_reference() {
+    // large arrays take the scan path; ties, negative values and ±inf included
+    let mut rng = Rng::new(5);
+    for &(n, k) in &[(5000usize, 1usize), (5000, 40), (20000, 1024), (262_144, 40), (6000, 5999)] {
+        let logits: Vec<f32> = (0..n)
+            .map(|i| match i % 97 {
+                0 => f32::NEG_INFINITY,
+                1 => 3.0, // many exact ties at the top
+                _ => ((rng.next_f32() * 20.0 - 10.0) * 4.0).round() / 4.0,
+            })
+            .collect();
+        let mut c = Candidates::default();
+        c.fill(&logits);
+        c.keep_top(k);
+        let mut want: Vec<(u32, f32)> = logits.iter().enumerate().map(|(i, &l)| (i as u32, l)).collect();
+        want.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        want.truncate(k);
+        let got: Vec<(u32, f32)> = c.data.iter().map(|t| (t.id, t.logit)).collect();
+        assert_eq!(got, want, "n={n} k={k}");
+    }
+}
