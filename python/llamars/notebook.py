@@ -9,12 +9,10 @@ import sys
 import time
 from typing import Any, Optional, TextIO
 
+from .models import FILE_TYPES
 from .progress import in_notebook
 
 # general.file_type → llama.cpp's names (as llama-server's /props `model_ftype`)
-FILE_TYPES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
-              11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
-              16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}
 
 
 def _num(n: Optional[int], units=("", "K", "M", "B", "T"), base: float = 1000.0) -> str:

@@ -7,6 +7,8 @@ from litestar import get, post
 from litestar.response import Response
 
 from ... import __version__
+from ...chat.plan import capabilities
+from ...models import FILE_TYPES
 from ..errors import ApiError, error_response
 from ..service import Service
 
@@ -24,6 +26,7 @@ def health(svc: NamedDependency[Service]) -> Response:
 def props(svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     i = e.info
+    caps = capabilities(svc.template)  # what the template renders by itself (llama.cpp probes the same)
     d = svc.config.sampling
     return {
         "default_generation_settings": {
@@ -42,32 +45,29 @@ def props(svc: NamedDependency[Service]) -> dict:
         "eos_token": e.token_to_piece(i["eos"]).decode("utf-8", "replace") if i.get("eos") is not None else "",
         "build_info": f"llamars {__version__}",
         "is_sleeping": False,
-        "model_ftype": _FTYPES.get(i.get("file_type"), ""),
+        "model_ftype": FILE_TYPES.get(i.get("file_type"), ""),
         "endpoint_slots": svc.config.slots,
         "endpoint_props": svc.config.props,
         "endpoint_metrics": svc.config.metrics,
         "chat_template_caps": {
-            "supports_system_role": True,
+            "supports_system_role": caps.system,
             "supports_string_content": True,
             "supports_typed_content": False,
-            "supports_tools": False,
-            "supports_tool_calls": False,
-            "supports_parallel_tool_calls": False,
+            "supports_tools": caps.tools,
+            "supports_tool_calls": caps.tool_calls,
+            "supports_parallel_tool_calls": caps.tool_calls,
             "supports_object_arguments": False,
             "supports_preserve_reasoning": False,
             "supports_reasoning_effort": False,
         },
         "media_marker": "",
         "cors_proxy_enabled": False,
-        "ui": False,
+        "ui": svc.config.webui,
         "ui_settings": {},
     }
 
 
 # general.file_type → llama.cpp's names (the common ones)
-_FTYPES = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K - Medium",
-           11: "Q3_K - Small", 12: "Q3_K - Medium", 13: "Q3_K - Large", 14: "Q4_K - Small", 15: "Q4_K - Medium",
-           16: "Q5_K - Small", 17: "Q5_K - Medium", 18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}
 
 
 @post("/props", status_code=200)
@@ -119,7 +119,7 @@ def models(svc: NamedDependency[Service]) -> dict:
                     "n_vocab": i["n_vocab"],
                     "n_ctx_train": i["n_ctx_train"],
                     "n_ctx": e.n_ctx_slot,
-                    "ftype": _FTYPES.get(i.get("file_type"), ""),
+                    "ftype": FILE_TYPES.get(i.get("file_type"), ""),
                     "n_embd": i["n_embd"],
                     "n_params": i["n_params"],
                     "size": i["size"],
