@@ -1,7 +1,8 @@
 """llamars: fast local LLM inference (GGUF, quantized SIMD kernels) with a Rust core."""
 from ._core import __version__
 from .async_engine import AsyncEngine, AsyncStream
-from .engine import Chunk, Engine, GenerationResult, Stream, Timings
+from .engine import Engine
+from .results import Chunk, GenerationResult, Stream, Timings
 from .errors import (
     CancelledError,
     ContextOverflowError,

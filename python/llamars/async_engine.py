@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
-from typing import AsyncIterator, Dict, List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from . import _core
-from .engine import Chunk, Engine, GenerationResult, Prompt, _result
+from .engine import Engine, Prompt
+from .results import Chunk, GenerationResult, _result
 
 
 class AsyncStream:

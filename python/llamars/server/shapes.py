@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from ..engine import Engine, GenerationResult
+from ..engine import Engine
+from ..results import GenerationResult
 
 
 def timings(r: GenerationResult) -> dict:

@@ -27,7 +27,6 @@ def props(svc: NamedDependency[Service]) -> dict:
     e = svc.need()
     i = e.info
     caps = capabilities(svc.template)  # what the template renders by itself (llama.cpp probes the same)
-    d = svc.config.sampling
     return {
         "default_generation_settings": {
             "id": 0,
