@@ -8,7 +8,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from ..tools.formats import FORMATS, Constraint, Format, close_thinking, detect_format
+from ..tools.base import Constraint, Format, close_thinking
+from ..tools.formats import FORMATS, detect_format
 from ..tools.reply import ReplyParser
 from ..tools.spec import Tool, ToolChoice, normalize_history, parse_tool_choice, parse_tools
 from .templates import ChatTemplate, TemplateError

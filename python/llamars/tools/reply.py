@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import List, Optional, Tuple
 
-from .formats import Call, Format, Parsed, _hold
+from .base import Call, Format, Parsed, _hold
 
 
 @dataclass
