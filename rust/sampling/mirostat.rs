@@ -25,6 +25,26 @@ impl Mirostat {
         if c.data.is_empty() {
             return 0;
         }
+        if self.version == 2 {
+            // keep the candidates no more surprising than mu (at least the best one); only
+            // those need sorting, not the whole vocabulary
+            c.softmax(false);
+            let mu = self.mu;
+            let best = c.data.iter().enumerate().fold(0, |b, (i, t)| if super::candidates::by_logit_desc(t, &c.data[b]).is_lt() { i } else { b });
+            let keep_best = c.data[best];
+            let min_p = (-mu).exp2(); // -log2(p) <= mu, without a log per candidate
+            c.data.retain(|t| t.p >= min_p);
+            if c.data.is_empty() {
+                c.data.push(keep_best);
+            }
+            c.identity = false;
+            c.sorted = false;
+            c.softmax(true);
+            let idx = c.draw(rng.next_f32());
+            let observed_surprise = -c.data[idx].p.log2();
+            self.mu -= self.eta * (observed_surprise - self.tau);
+            return idx;
+        }
         c.softmax(true);
         if self.version == 1 {
             // estimate the Zipf exponent s from the best m candidates
@@ -44,11 +64,6 @@ impl Mirostat {
             // C's int(k) (saturating here; NaN -> 0), at least 1
             let k = (k as i64).max(1) as usize;
             c.keep_top(k);
-        } else {
-            // drop the candidates more surprising than mu (keep at least one)
-            let mu = self.mu;
-            let keep = c.data.iter().position(|t| -t.p.log2() > mu).unwrap_or(c.data.len()).max(1);
-            c.data.truncate(keep);
         }
         c.softmax(true);
         let idx = c.draw(rng.next_f32());
