@@ -30,6 +30,8 @@ pub enum Error {
     Unavailable(String),
     /// The feature is switched off or not built in.
     NotSupported(String),
+    /// The GPU backend failed (out of device memory, a lost device, a kernel error).
+    Gpu(String),
 }
 
 impl fmt::Display for Error {
@@ -67,6 +69,7 @@ impl fmt::Display for Error {
                 n_tokens, n_ctx
             ),
             Error::Cancelled => write!(f, "generation was cancelled"),
+            Error::Gpu(m) => write!(f, "GPU: {}", m),
         }
     }
 }

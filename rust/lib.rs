@@ -3,6 +3,7 @@ pub mod cpu;
 pub mod engine;
 pub mod error;
 pub mod gguf;
+pub mod gpu;
 pub mod grammar;
 pub mod kv_cache;
 pub mod model;

@@ -6,6 +6,7 @@ from .results import Chunk, GenerationResult, Stream, Timings
 from .errors import (
     CancelledError,
     ContextOverflowError,
+    GpuError,
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
@@ -35,4 +36,5 @@ __all__ = [
     "CancelledError",
     "UnavailableError",
     "NotSupportedError",
+    "GpuError",
 ]

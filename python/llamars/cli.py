@@ -293,11 +293,16 @@ def devices_text() -> str:
         mem = f", {total} MiB"
     except (ValueError, OSError, AttributeError):
         pass
-    return (
-        "Available devices:\n"
-        f"  CPU: {_cpu_name()} ({os.cpu_count() or 1} threads{mem})\n"
-        "note: GPU offload is not built into llamars yet; -ngl and -dev are accepted and ignored"
-    )
+    from . import _core
+
+    lines = ["Available devices:"]
+    for d in _core.list_devices():
+        lines.append(f"  {d['name']}: {d['description']} ({d['kind']}, {d['backend']}, "
+                     f"max buffer {d['max_buffer_bytes'] // (1024 * 1024)} MiB)")
+    lines.append(f"  CPU: {_cpu_name()} ({os.cpu_count() or 1} threads{mem})")
+    if not _core.gpu_built():
+        lines.append("note: this build has no wgpu backend; -ngl and -dev run everything on the CPU")
+    return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -42,7 +42,10 @@ OPTIONS: Tuple[Opt, ...] = (
     Opt("--list-devices", "@list_devices", "action", "", "print list of available devices and exit"),
     Opt("-ngl, --gpu-layers, --n-gpu-layers", "n_gpu_layers", "ngl", "N",
         "max. number of layers to store in VRAM, either an exact number, 'auto', or 'all' (default: auto)\n"
-        "(accepted; this build has no GPU offload)", _E + "N_GPU_LAYERS"),
+        "(the output layer counts as one; 'auto' and 'all' offload everything when a GPU is found)",
+        _E + "N_GPU_LAYERS"),
+    Opt("-mg, --main-gpu", "main_gpu", "int", "INDEX",
+        "the GPU to use for the model when --device is not given (default: 0)", _E + "MAIN_GPU", lo=0),
     Opt("-m, --model", "model", "str", "FNAME",
         "model path to load (default: the Gemma 3 270M Q4_K_M package, assembled on first use)", _E + "MODEL"),
     Opt("--log-disable", "log_disable", "bool", "", "Log disable"),

@@ -104,9 +104,11 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     jinja: bool = True
     reasoning_format: str = "auto"  # auto | deepseek | deepseek-legacy | none
     reasoning_budget: int = -1  # -1 unlimited; 0 turns thinking off (enable_thinking=False)
-    # devices (CPU only until the GPU backend lands)
+    # devices: -ngl (a count, "auto" or "all"; None = auto: everything on a GPU when one is
+    # found, software adapters excepted), -dev, -mg
     n_gpu_layers: Optional[str] = None
     device: Optional[str] = None
+    main_gpu: int = 0
     # logging
     verbose: bool = False
     log_disable: bool = False

@@ -2,9 +2,10 @@
 with a batching loop serving many callers at once."""
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from typing import Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -18,6 +19,25 @@ Prompt = Union[str, Sequence[int]]
 
 
 _ASYNC_LOCK = threading.Lock()
+_log = logging.getLogger("llamars")
+
+
+def gpu_layers(n: Union[int, str, None]) -> int:
+    """`n_gpu_layers` as the core takes it: a count >= 0, or -1 for 'auto'/'all'
+    (every layer and the output layer, when a GPU is found)."""
+    if n is None:
+        return 0
+    if isinstance(n, str):
+        s = n.strip().lower()
+        if s in ("auto", "all", "-1"):
+            return -1
+        try:
+            n = int(s)
+        except ValueError:
+            raise InvalidRequestError(f"n_gpu_layers must be a number of layers, 'auto' or 'all', got {n!r}") from None
+    if isinstance(n, bool) or not isinstance(n, int) or n < -1:
+        raise InvalidRequestError(f"n_gpu_layers must be a number of layers >= 0, 'auto' or 'all', got {n!r}")
+    return n
 
 
 class Engine:
@@ -31,6 +51,9 @@ class Engine:
     Each slot gets n_ctx / n_parallel positions of context. `progress` (None: only in a
     notebook or terminal) shows a spinner while the model loads; `agenerate`/`astream`
     serve asyncio callers (Jupyter's loop included); in Jupyter the engine shows as a table.
+    `n_gpu_layers` (a count, 'auto' or 'all', as llama.cpp's `-ngl`) offloads the output
+    layer and the last layers to a GPU through wgpu; `device` names one of
+    `Engine.devices()` (software adapters such as lavapipe are used only when named).
     """
 
     def __init__(
@@ -48,6 +71,9 @@ class Engine:
         context_shift: bool = False,
         slot_save_path: Union[str, os.PathLike, None] = None,
         swa_full: bool = False,
+        n_gpu_layers: Union[int, str] = 0,
+        device: Optional[str] = None,
+        main_gpu: int = 0,
         progress: Optional[bool] = None,
     ) -> None:
         if n_ctx < 0:
@@ -64,6 +90,9 @@ class Engine:
             raise InvalidRequestError(f"cache_reuse must be >= 0, got {cache_reuse}")
         if cache_ram < -1:
             raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
+        ngl = gpu_layers(n_gpu_layers)
+        if main_gpu < 0:
+            raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")
         self.model_path = os.fspath(model)
         # progress: a spinner with the elapsed time while the core maps and binds the
         # model (None = only in a notebook or on a terminal, and only if it takes > 0.3 s)
@@ -81,8 +110,13 @@ class Engine:
                 bool(context_shift),
                 os.fspath(slot_save_path) if slot_save_path is not None else None,
                 bool(swa_full),
+                ngl,
+                device,
+                main_gpu,
             )
         self.info = self._core.info()
+        if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:
+            _log.warning("llamars: %s", self.info["gpu_note"])
 
     # ---------------------------------------------------------------- facts
     @property
@@ -104,6 +138,22 @@ class Engine:
     @property
     def arch(self) -> str:
         return self.info["arch"]
+
+    @property
+    def n_gpu_layers_offloaded(self) -> int:
+        """Layers on the GPU, counted as llama.cpp does (the output layer is one of them)."""
+        return self.info["n_gpu_layers_offloaded"]
+
+    @property
+    def gpu_device(self) -> Optional[str]:
+        """The device the offloaded layers run on (`Vulkan0`, …), or None."""
+        return self.info["gpu_device"]
+
+    @staticmethod
+    def devices() -> List[Dict[str, Any]]:
+        """GPU adapters this build can offload to: name (for `device=`), description,
+        backend, kind (discrete/integrated/virtual/cpu), driver, limits."""
+        return _core.list_devices()
 
     def __repr__(self) -> str:
         i = self.info

@@ -2,6 +2,7 @@
 from ._core import (
     CancelledError,
     ContextOverflowError,
+    GpuError,
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
@@ -19,4 +20,5 @@ __all__ = [
     "CancelledError",
     "UnavailableError",
     "NotSupportedError",
+    "GpuError",
 ]

@@ -208,7 +208,8 @@ impl Loop {
                 let entry = self.ram.take(idx);
                 let s = &mut self.slots[si];
                 s.checkpoints.clear();
-                if persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &entry.bytes, "prompt cache").is_err() {
+                let restored = persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &entry.bytes, "prompt cache");
+                if restored.and_then(|_| self.kv.to_device(false)).is_err() {
                     s.clear();
                 }
                 reuse = self.slots[si].cells.reusable_prefix(&prompt);
@@ -224,6 +225,10 @@ impl Loop {
             if let Some(cp) = s.checkpoints.iter().filter(|c| c.pos > reuse && c.pos <= lcp).max_by_key(|c| c.pos) {
                 cp.restore(&mut self.kv, &mut s.cells, si);
                 reuse = cp.pos;
+                if self.kv.to_device(true).is_err() {
+                    s.clear();
+                    reuse = 0;
+                }
             }
         }
         if cache_prompt && self.cfg.cache_reuse > 0 && self.slots[si].cells.ring.is_none() {
@@ -266,7 +271,14 @@ impl Loop {
             if n >= self.cfg.cache_reuse {
                 if head_c > head_p {
                     s.checkpoints.clear();
+                    if self.kv.to_host(false).is_err() {
+                        break;
+                    }
                     self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, head_p, head_c - head_p);
+                    if self.kv.to_device(false).is_err() {
+                        s.clear();
+                        return 0;
+                    }
                 }
                 head_p += n;
                 head_c = head_p;
@@ -281,9 +293,10 @@ impl Loop {
     fn stash(&mut self, si: usize, keep: usize) {
         let cells = &self.slots[si].cells;
         let n = cells.n_past();
-        if !self.ram.enabled() || n < 16 || keep * 2 >= n {
+        if !self.ram.enabled() || n < 16 || keep * 2 >= n || self.kv.to_host(false).is_err() {
             return;
         }
+        let cells = &self.slots[si].cells;
         let bytes = persist::save(&self.kv, cells, si, self.fingerprint);
         self.ram.put(cells.tokens.clone(), bytes);
     }
@@ -382,7 +395,8 @@ impl Loop {
             }
             if t.pending.is_none() && s.cells.ring.is_some() {
                 // a prompt chunk ended here: remember the ring for later prompts
-                if let Some(cp) = Checkpoint::take(&self.kv, &s.cells, sp.slot) {
+                let synced = self.kv.to_host(true).is_ok();
+                if let Some(cp) = Checkpoint::take(&self.kv, &s.cells, sp.slot).filter(|_| synced) {
                     if s.checkpoints.len() >= MAX_CHECKPOINTS {
                         // keep the earliest (shared prefixes) and the newest
                         s.checkpoints.remove(1.min(s.checkpoints.len() - 1));
@@ -427,8 +441,15 @@ impl Loop {
         let n_keep = t.n_keep.min(n_past);
         let n_left = n_past - n_keep;
         let n_discard = if t.req.params.n_discard > 0 { t.req.params.n_discard.min(n_left) } else { n_left / 2 };
-        self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, n_keep, n_discard);
         s.checkpoints.clear();
+        if self.kv.to_host(false).is_err() {
+            s.clear();
+            return;
+        }
+        self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, n_keep, n_discard);
+        if self.kv.to_device(false).is_err() {
+            s.clear();
+        }
     }
 
     /// End the task in slot `si`: the final event (or an error), counters, slot freed.

@@ -35,11 +35,13 @@ pub struct EngineConfig {
     pub n_threads: Option<usize>,
     /// Tokens per forward pass while evaluating a prompt.
     pub n_batch: usize,
+    /// GPU offload (`n_gpu_layers`, device).
+    pub gpu: crate::gpu::GpuConfig,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512 }
+        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512, gpu: Default::default() }
     }
 }
 
@@ -48,6 +50,8 @@ pub struct Engine {
     pub tokenizer: Tokenizer,
     pub pool: ThreadPool,
     pub config: EngineConfig,
+    /// What happened to GPU offload, for the log ("offloaded 19/19 layers to GPU Vulkan0 …").
+    pub gpu_note: String,
     /// Token id → text bytes, built on first use (DRY's sequence breakers).
     pieces: std::sync::OnceLock<Arc<Vec<Vec<u8>>>>,
     /// The grammar engine over this vocabulary, built on the first constrained request.
@@ -65,7 +69,7 @@ pub struct Session {
 impl Engine {
     pub fn load(path: impl AsRef<Path>, mut config: EngineConfig) -> Result<Engine> {
         let gguf = Arc::new(Gguf::open(path.as_ref())?);
-        let model = Model::load(gguf.clone())?;
+        let mut model = Model::load(gguf.clone())?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         if tokenizer.n_vocab() != model.config.n_vocab {
             return Err(Error::Tokenizer(format!(
@@ -83,7 +87,8 @@ impl Engine {
         }
         let n_threads = config.n_threads.unwrap_or_else(default_threads).max(1);
         config.n_threads = Some(n_threads);
-        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, pieces: std::sync::OnceLock::new(), grammars: std::sync::OnceLock::new() })
+        let gpu_note = model.offload(&config.gpu, &mut |_, _| {})?;
+        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, gpu_note, pieces: std::sync::OnceLock::new(), grammars: std::sync::OnceLock::new() })
     }
 
     /// Every token's text (special tokens rendered), shared.

@@ -23,6 +23,7 @@ impl Loop {
         match action {
             SlotAction::Save(name) => {
                 let path = dir()?.join(&name);
+                self.kv.to_host(false)?;
                 let cells = &self.slots[si].cells;
                 let bytes = persist::save(&self.kv, cells, si, self.fingerprint);
                 let tmp = path.with_extension("partial");
@@ -39,6 +40,10 @@ impl Loop {
                 })?;
                 let s = &mut self.slots[si];
                 persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name)?;
+                if let Err(e) = self.kv.to_device(false) {
+                    s.clear();
+                    return Err(e);
+                }
                 s.checkpoints.clear();
                 Ok(SlotActionResult { id_slot: si, filename: name, n_tokens: s.cells.n_past(), n_bytes: bytes.len(), ms: ms(t0) })
             }

@@ -31,6 +31,9 @@ pub struct KvStore {
     pub k_dim: usize,
     pub v_dim: usize,
     pub layers: Vec<LayerKv>,
+    /// The device's rows of the offloaded layers (authoritative for those layers; the
+    /// host rows are a mirror refreshed by `to_host` around host-side operations).
+    pub dev: Option<crate::gpu::KvDevice>,
 }
 
 impl KvStore {
@@ -60,7 +63,26 @@ impl KvStore {
             let cap = cap.clamp(1, slot_ctx.max(1));
             layers.push(LayerKv { k: alloc(n_slots * cap * k_dim)?, v: alloc(n_slots * cap * v_dim)?, cap });
         }
-        Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, layers })
+        Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, layers, dev: None })
+    }
+
+    /// Bring the host rows of device-held layers up to date (before reading or editing
+    /// the cache on the host: save, restore, checkpoints, context shift).
+    /// `rings_only`: just the sliding-window layers (what checkpoints hold).
+    pub fn to_host(&mut self, rings_only: bool) -> Result<()> {
+        let full: Vec<bool> = (0..self.layers.len()).map(|il| self.is_full(il)).collect();
+        match &self.dev {
+            Some(d) => d.download(&mut self.layers, &|il| !rings_only || !full[il]),
+            None => Ok(()),
+        }
+    }
+
+    /// Send host edits of device-held layers back to the device.
+    pub fn to_device(&self, rings_only: bool) -> Result<()> {
+        match &self.dev {
+            Some(d) => d.upload(&self.layers, &|il| !rings_only || !self.is_full(il)),
+            None => Ok(()),
+        }
     }
 
     /// Bytes held by the tensors.

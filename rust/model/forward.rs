@@ -6,6 +6,7 @@ use crate::cpu::attention::{attention, AttnShape, QueryPos};
 use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu};
 use crate::cpu::{matmul, Scratch, ThreadPool};
 use crate::error::{Error, Result};
+use crate::gpu::StepIo;
 use crate::kv_cache::KvStore;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +47,8 @@ pub struct State {
     sin: Vec<f32>,
     pub logits: Vec<f32>,
     scratch: Scratch,
+    /// Device activations when layers are offloaded.
+    gpu: Option<crate::gpu::Acts>,
 }
 
 impl State {
@@ -127,16 +130,30 @@ impl Model {
             }
         }
 
+        let dev_embed = self.gpu.as_ref().is_some_and(|g| g.embeds_on_device());
+        let first_gpu = self.gpu.as_ref().map(|g| g.first_layer()).unwrap_or(c.n_layer);
         // [n, n_embd] token embeddings
-        for (t, &tok) in tokens.iter().enumerate() {
-            let row = &mut st.x[t * e..(t + 1) * e];
-            self.tok_embd.dequantize_row(tok as usize, row);
-            if c.embd_scale != 1.0 {
-                row.iter_mut().for_each(|v| *v *= c.embd_scale);
+        if !dev_embed {
+            for (t, &tok) in tokens.iter().enumerate() {
+                let row = &mut st.x[t * e..(t + 1) * e];
+                self.tok_embd.dequantize_row(tok as usize, row);
+                if c.embd_scale != 1.0 {
+                    row.iter_mut().for_each(|v| *v *= c.embd_scale);
+                }
             }
         }
-        for (il, layer) in self.layers.iter().enumerate() {
+        for (il, layer) in self.layers.iter().enumerate().take(first_gpu) {
             self.layer(pool, st, kv, il, layer, n, spans)?;
+        }
+        if let Some(g) = &self.gpu {
+            // the rest of the layers and the output layer on the device
+            let input = if dev_embed { StepIo::Tokens } else { StepIo::Hidden(&st.x[..n * e]) };
+            let mut out = std::mem::take(&mut st.logits);
+            let r = g.forward(self, &mut st.gpu, kv, tokens, &st.queries, &st.sel, input, hidden, &mut out);
+            st.logits = out;
+            r?;
+            let width = if hidden { e } else { c.n_vocab };
+            return Ok(&st.logits[..st.sel.len() * width]);
         }
         // final norm over the selected rows (gathered into h), then logits   [nr, n_vocab]
         let nr = st.sel.len();

@@ -45,6 +45,8 @@ pub struct Model {
     pub output: Weight,
     pub rope_freqs: Option<Vec<f32>>,
     pub layers: Vec<Layer>,
+    /// The layers (and output layer) held by a GPU, when offloaded (`gpu::attach`).
+    pub gpu: Option<crate::gpu::Offload>,
 }
 
 impl Model {
@@ -98,7 +100,20 @@ impl Model {
                 post_ffn_norm: ld.opt_vector(&n("post_ffw_norm"), e)?,
             });
         }
-        Ok(Model { gguf, config, tok_embd, output_norm, output, rope_freqs, layers })
+        Ok(Model { gguf, config, tok_embd, output_norm, output, rope_freqs, layers, gpu: None })
+    }
+
+    /// Move the layers `cfg` asks for to a GPU; returns the line to log about it.
+    pub fn offload(&mut self, cfg: &crate::gpu::GpuConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<String> {
+        self.gpu = None;
+        let (off, note) = crate::gpu::attach(self, cfg, progress)?;
+        self.gpu = off;
+        Ok(note)
+    }
+
+    /// Layers on the GPU, counted as llama.cpp does (the output layer is one).
+    pub fn n_gpu_layers_offloaded(&self) -> usize {
+        self.gpu.as_ref().map(|g| g.n_offloaded()).unwrap_or(0)
     }
 
     /// Parameter count (elements of all tensors).

@@ -21,7 +21,7 @@ pub struct PyEngine {
 impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
-        cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false))]
+        cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -37,8 +37,12 @@ impl PyEngine {
         context_shift: bool,
         slot_save_path: Option<PathBuf>,
         swa_full: bool,
+        n_gpu_layers: i64,
+        device: Option<String>,
+        main_gpu: usize,
     ) -> PyResult<Self> {
-        let cfg = EngineConfig { n_ctx, n_threads, n_batch };
+        let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu };
+        let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu };
         let sc = SchedConfig {
             n_parallel,
             n_ubatch: n_ubatch.min(n_batch),
@@ -313,6 +317,9 @@ impl PyEngine {
         d.set_item("n_parallel", self.sched.config.n_parallel)?;
         d.set_item("n_ctx_slot", self.sched.n_ctx_slot)?;
         d.set_item("isa", crate::quant::isa().name())?;
+        d.set_item("n_gpu_layers_offloaded", e.model.n_gpu_layers_offloaded())?;
+        d.set_item("gpu_device", e.model.gpu.as_ref().map(|g| g.device_name()))?;
+        d.set_item("gpu_note", &e.gpu_note)?;
         let v = &e.tokenizer.vocab;
         d.set_item("bos", v.bos)?;
         d.set_item("eos", v.eos)?;

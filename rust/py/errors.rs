@@ -12,6 +12,7 @@ create_exception!(_core, ContextOverflowError, LlamarsError, "The request does n
 create_exception!(_core, CancelledError, LlamarsError, "The generation was cancelled.");
 create_exception!(_core, UnavailableError, LlamarsError, "The resource is busy right now (e.g. a slot processing a request); retry later.");
 create_exception!(_core, NotSupportedError, LlamarsError, "The feature is switched off or not available in this build.");
+create_exception!(_core, GpuError, LlamarsError, "The GPU backend failed (out of device memory, a lost device, a kernel error).");
 
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -28,6 +29,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Cancelled => CancelledError::new_err(msg),
         Error::Unavailable(_) => UnavailableError::new_err(msg),
         Error::NotSupported(_) => NotSupportedError::new_err(msg),
+        Error::Gpu(_) => GpuError::new_err(msg),
     }
 }
 
@@ -41,5 +43,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CancelledError", py.get_type::<CancelledError>())?;
     m.add("UnavailableError", py.get_type::<UnavailableError>())?;
     m.add("NotSupportedError", py.get_type::<NotSupportedError>())?;
+    m.add("GpuError", py.get_type::<GpuError>())?;
     Ok(())
 }

@@ -127,3 +127,30 @@ pub fn isa() -> (String, Vec<String>) {
 pub fn harden_json_schema(schema: &str) -> PyResult<String> {
     crate::grammar::harden_schema_text(schema).map_err(super::errors::InvalidRequestError::new_err)
 }
+
+/// Every GPU adapter wgpu finds, as dicts (name, description, backend, kind, driver,
+/// max_buffer_bytes, max_binding_bytes, shader_f16); empty in a build without wgpu.
+#[pyfunction]
+pub fn list_devices<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let devs = py.detach(crate::gpu::list_devices);
+    devs.into_iter()
+        .map(|d| {
+            let o = PyDict::new(py);
+            o.set_item("name", d.name)?;
+            o.set_item("description", d.description)?;
+            o.set_item("backend", d.backend)?;
+            o.set_item("kind", d.kind)?;
+            o.set_item("driver", d.driver)?;
+            o.set_item("max_buffer_bytes", d.max_buffer_bytes)?;
+            o.set_item("max_binding_bytes", d.max_binding_bytes)?;
+            o.set_item("shader_f16", d.shader_f16)?;
+            Ok(o)
+        })
+        .collect()
+}
+
+/// Whether this build has the wgpu backend.
+#[pyfunction]
+pub fn gpu_built() -> bool {
+    crate::gpu::BUILT
+}

@@ -17,6 +17,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;
     m.add_function(wrap_pyfunction!(misc::isa, m)?)?;
     m.add_function(wrap_pyfunction!(misc::harden_json_schema, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::list_devices, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::gpu_built, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

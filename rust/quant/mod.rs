@@ -57,7 +57,7 @@ mod neon;
 pub mod scalar;
 pub mod scalar_k;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 #[cfg(test)]
 mod tests_tile;
 pub mod tile;

@@ -17,16 +17,16 @@ const REL_VIA_DEQUANT: f32 = 1e-5;
 /// rounding (2^-11 relative) multiplies the weight minimum.
 const REL_VIA_DEQUANT_Q8_1: f32 = 1e-3;
 
-pub(super) const WEIGHT_TYPES: [GgmlType; 15] = {
+pub(crate) const WEIGHT_TYPES: [GgmlType; 15] = {
     use GgmlType::*;
     [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS]
 };
 
 /// splitmix64: deterministic, no crate.
-pub(super) struct Rng(pub(super) u64);
+pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
-    pub(super) fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e3779b97f4a7c15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
@@ -38,7 +38,7 @@ impl Rng {
         (self.next() >> 40) as f32 / (1u64 << 24) as f32
     }
     /// Uniform in [-1, 1).
-    fn sym(&mut self) -> f32 {
+    pub(crate) fn sym(&mut self) -> f32 {
         2.0 * self.unit() - 1.0
     }
     /// Roughly normal (Irwin–Hall), with occasional 10× outliers like real activations.
@@ -87,14 +87,14 @@ fn min_fields(ty: GgmlType) -> &'static [usize] {
 
 /// How the quantized bytes of a weight row are filled.
 #[derive(Clone, Copy, Debug)]
-pub(super) enum Fill {
+pub(crate) enum Fill {
     Random,
     /// Every quant byte the same (0x00, 0xFF, 0x80, 0x7F…): extremes of every field.
     Const(u8),
 }
 
 /// `n` elements of weight type `ty`: random (or constant) bytes with sane f16 scales.
-pub(super) fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> Vec<u8> {
+pub(crate) fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> Vec<u8> {
     use GgmlType::*;
     match ty {
         F32 => (0..n).flat_map(|_| rng.sym().to_le_bytes()).collect(),

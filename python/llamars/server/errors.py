@@ -32,6 +32,7 @@ TABLE = [
     (E.NotSupportedError, 501, "not_supported_error"),
     (E.UnavailableError, 503, "unavailable_error"),
     (E.CancelledError, 499, "cancelled_error"),
+    (E.GpuError, 500, "server_error"),
 ]
 
 

@@ -61,6 +61,9 @@ class Service:
                 context_shift=c.context_shift,
                 slot_save_path=c.slot_save_path,
                 swa_full=c.swa_full,
+                n_gpu_layers=c.n_gpu_layers if c.n_gpu_layers is not None else "auto",
+                device=c.device,
+                main_gpu=c.main_gpu,
                 progress=False if c.log_disable else None,
             )
         except Exception as exc:  # reported by /health and the log
@@ -71,6 +74,7 @@ class Service:
         self._after_load()
         self.aengine = AsyncEngine(engine=eng)
         self.log(f"llamars-server: model loaded: {eng!r}")
+        self.log(f"llamars-server: {eng.info['gpu_note']}")
 
     def log(self, message: str) -> None:
         if not self.config.log_disable:

@@ -1,0 +1,37 @@
+//! Element-wise kernels (eltwise.wgsl) over [rows, width]: residual add, bias add, scale,
+//! GEGLU / SwiGLU, and the gather of selected rows.
+use super::{fold, op, words, Family, Op};
+use crate::error::Result;
+use crate::gpu::device::Gpu;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Ew {
+    /// a += b
+    Add,
+    /// a[t, :] += b[:]
+    AddRow,
+    /// a *= scale
+    Scale(f32),
+    /// a = gelu(a) · b
+    Geglu,
+    /// a = silu(a) · b
+    Swiglu,
+    /// a[i, :] = b[sel[i], :]
+    Gather,
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, sel_buf: &wgpu::Buffer, width: usize, sel: bool, step: &wgpu::Buffer) -> Result<Op> {
+    let (entry, scale) = match kind {
+        Ew::Add => ("add", 1.0f32),
+        Ew::AddRow => ("add_row", 1.0),
+        Ew::Scale(s) => ("scale", s),
+        Ew::Geglu => ("geglu", 1.0),
+        Ew::Swiglu => ("swiglu", 1.0),
+        Ew::Gather => ("gather", 1.0),
+    };
+    let sel = sel || kind == Ew::Gather;
+    let p = words(&[width as u32, scale.to_bits(), sel as u32, 0]);
+    let w = width as u32;
+    op(gpu, Family::Eltwise, entry, &[a, b, sel_buf], Some(&p), step, Box::new(move |s| fold((s.rows(sel) * w).div_ceil(256))))
+}

@@ -1,0 +1,95 @@
+// Element-wise kernels over [n_tok, width] rows: residual add, scale, gated activations,
+// and the gather of selected rows.
+struct EwParams {
+    width: u32,
+    scale: f32,
+    // 0: the batch's tokens, 1: the selected rows
+    sel: u32,
+    _p0: u32,
+}
+
+@group(0) @binding(0) var<storage, read_write> A: array<f32>;
+@group(0) @binding(1) var<storage, read> B: array<f32>;
+@group(0) @binding(2) var<storage, read> SEL: array<u32>;
+@group(0) @binding(3) var<uniform> P: EwParams;
+@group(0) @binding(4) var<uniform> S: Step;
+
+fn n_elems() -> u32 {
+    if (P.sel == 1u) {
+        return S.n_sel * P.width;
+    }
+    return S.n_tok * P.width;
+}
+
+fn flat(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * GRID_X * 256u;
+}
+
+@compute @workgroup_size(256)
+fn add(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        A[i] = A[i] + B[i];
+    }
+}
+
+@compute @workgroup_size(256)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        A[i] = A[i] * P.scale;
+    }
+}
+
+fn round_f16(x: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
+}
+
+// GELU (tanh form) as ggml-cpu computes it: input and result rounded to f16, exact
+// outside [-10, 10] (rust/cpu/ops.rs `gelu`).
+fn gelu(x: f32) -> f32 {
+    if (x <= -10.0) {
+        return 0.0;
+    }
+    if (x >= 10.0) {
+        return x;
+    }
+    let h = round_f16(x);
+    return round_f16(0.5 * h * (1.0 + tanh(0.7978846 * h * (1.0 + 0.044715 * h * h))));
+}
+
+@compute @workgroup_size(256)
+fn geglu(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        A[i] = gelu(A[i]) * B[i];
+    }
+}
+
+@compute @workgroup_size(256)
+fn swiglu(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        let x = A[i];
+        A[i] = x / (1.0 + exp(-x)) * B[i];
+    }
+}
+
+// A[i, :] = B[SEL[i], :] for the selected rows.
+@compute @workgroup_size(256)
+fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < S.n_sel * P.width) {
+        let r = i / P.width;
+        A[i] = B[SEL[r] * P.width + i % P.width];
+    }
+}
+
+// A[t, :] += B[:] (a bias row broadcast over the batch).
+@compute @workgroup_size(256)
+fn add_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        A[i] = A[i] + B[i % P.width];
+    }
+}
