@@ -21,7 +21,12 @@ def bench_llamars(path: str, n_pp: int, n_tg: int, threads: int, reps: int):
     from llamars import Engine
 
     eng = Engine(path, n_ctx=max(2048, n_pp + n_tg + 8), n_threads=threads, n_batch=512)
-    toks = synthetic_tokens(n_pp)
+    return run_llamars(eng, n_pp, n_tg, reps)
+
+
+def run_llamars(eng, n_pp: int, n_tg: int, reps: int):
+    """Median pp and tg tokens/s of `reps` runs on a loaded Engine."""
+    toks = [t % eng.n_vocab for t in synthetic_tokens(n_pp)]
     eng.logits(toks[:8])  # warm-up
     pp, tg = [], []
     for r in range(reps):

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_engine import bench_llamacpp, synthetic_tokens  # noqa: E402
+from bench_engine import bench_llamacpp, run_llamars  # noqa: E402
 
 
 def bench(path: str, n_pp: int, n_tg: int, reps: int, **kw):
@@ -26,18 +25,8 @@ def bench(path: str, n_pp: int, n_tg: int, reps: int, **kw):
     t0 = time.perf_counter()
     eng = Engine(path, n_ctx=max(2048, n_pp + n_tg + 8), n_batch=512, **kw)
     load = time.perf_counter() - t0
-    toks = [t % eng.n_vocab for t in synthetic_tokens(n_pp)]
-    eng.logits(toks[:8])  # warm-up (pipelines, buffers)
-    pp, tg = [], []
-    for r in range(reps):
-        s = eng.stream(toks, max_tokens=n_tg, temperature=0.0, ignore_eos=True)
-        for _ in s:
-            pass
-        t = s.result.timings
-        pp.append(t.prompt_per_second)
-        tg.append(t.predicted_per_second)
-        print(f"    rep {r + 1}/{reps}: pp{n_pp} {pp[-1]:.1f} tok/s, tg{n_tg} {tg[-1]:.1f} tok/s", file=sys.stderr, flush=True)
-    return statistics.median(pp), statistics.median(tg), load, eng.info
+    pp, tg = run_llamars(eng, n_pp, n_tg, reps)
+    return pp, tg, load, eng.info
 
 
 def main() -> int:

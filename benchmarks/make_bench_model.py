@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 
 import numpy as np

@@ -293,7 +293,10 @@ def test_list_devices(capsys):
     assert main(["--list-devices"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("Available devices:")
-    assert "CPU" in out and "GPU offload" in out
+    assert "  CPU: " in out
+    # every adapter wgpu finds is listed by the name -dev takes
+    for d in llamars.Engine.devices():
+        assert f"  {d['name']}: {d['description']} (" in out
 
 
 def test_main_resolves_default_model_and_serves(monkeypatch):

@@ -297,7 +297,8 @@ def devices_text() -> str:
 
     lines = ["Available devices:"]
     for d in _core.list_devices():
-        lines.append(f"  {d['name']}: {d['description']} ({d['kind']}, {d['backend']}, "
+        mem = f"{d['memory_bytes'] // (1024 * 1024)} MiB, " if d.get("memory_bytes") else ""
+        lines.append(f"  {d['name']}: {d['description']} ({mem}{d['kind']}, {d['backend']}, "
                      f"max buffer {d['max_buffer_bytes'] // (1024 * 1024)} MiB)")
     lines.append(f"  CPU: {_cpu_name()} ({os.cpu_count() or 1} threads{mem})")
     if not _core.gpu_built():

@@ -42,7 +42,7 @@ OPTIONS: Tuple[Opt, ...] = (
     Opt("--list-devices", "@list_devices", "action", "", "print list of available devices and exit"),
     Opt("-ngl, --gpu-layers, --n-gpu-layers", "n_gpu_layers", "ngl", "N",
         "max. number of layers to store in VRAM, either an exact number, 'auto', or 'all' (default: auto)\n"
-        "(the output layer counts as one; 'auto' and 'all' offload everything when a GPU is found)",
+        "(the output layer counts as one; 'all' offloads everything, 'auto' as many layers as fit)",
         _E + "N_GPU_LAYERS"),
     Opt("-mg, --main-gpu", "main_gpu", "int", "INDEX",
         "the GPU to use for the model when --device is not given (default: 0)", _E + "MAIN_GPU", lo=0),

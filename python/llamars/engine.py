@@ -22,14 +22,20 @@ _ASYNC_LOCK = threading.Lock()
 _log = logging.getLogger("llamars")
 
 
+#: `n_gpu_layers="all"`: more layers than any model has (the core clamps it).
+ALL_LAYERS = 1 << 30
+
+
 def gpu_layers(n: Union[int, str, None]) -> int:
-    """`n_gpu_layers` as the core takes it: a count >= 0, or -1 for 'auto'/'all'
-    (every layer and the output layer, when a GPU is found)."""
+    """`n_gpu_layers` as the core takes it: a count >= 0 ('all': every layer and the
+    output layer; an error if they do not fit), or -1 for 'auto' (as many as fit)."""
     if n is None:
         return 0
     if isinstance(n, str):
         s = n.strip().lower()
-        if s in ("auto", "all", "-1"):
+        if s == "all":
+            return ALL_LAYERS
+        if s in ("auto", "-1"):
             return -1
         try:
             n = int(s)

@@ -87,6 +87,8 @@ impl Engine {
         }
         let n_threads = config.n_threads.unwrap_or_else(default_threads).max(1);
         config.n_threads = Some(n_threads);
+        config.gpu.n_ctx = config.n_ctx;
+        config.gpu.n_batch = config.n_batch;
         let gpu_note = model.offload(&config.gpu, &mut |_, _| {})?;
         Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, gpu_note, pieces: std::sync::OnceLock::new(), grammars: std::sync::OnceLock::new() })
     }

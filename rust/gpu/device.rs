@@ -12,6 +12,9 @@ pub struct Gpu {
     pub info: DeviceInfo,
     pub limits: wgpu::Limits,
     pub pipes: Pipelines,
+    /// WGSL's packed 4×i8 dot product (`dot4I8Packed`, DP4a where the GPU has it) is
+    /// available; otherwise the kernels unpack and multiply.
+    pub dp4a: bool,
 }
 
 fn instance() -> &'static wgpu::Instance {
@@ -65,12 +68,34 @@ fn adapters() -> Vec<(DeviceInfo, wgpu::Adapter)> {
                 max_buffer_bytes: l.max_buffer_size,
                 max_binding_bytes: l.max_storage_buffer_binding_size,
                 shader_f16: a.features().contains(wgpu::Features::SHADER_F16),
+                memory_bytes: device_memory(&a),
             },
             a,
         ));
         *n += 1;
     }
     out
+}
+
+/// Device-local memory of an adapter: the sum of Vulkan's DEVICE_LOCAL heaps; for a
+/// software adapter (its memory is the system's) what the system can still hand out.
+fn device_memory(a: &wgpu::Adapter) -> Option<u64> {
+    if a.get_info().device_type == wgpu::DeviceType::Cpu {
+        return crate::kv_cache::available_memory();
+    }
+    #[cfg(not(any(target_os = "macos", target_os = "ios")))]
+    {
+        // SAFETY: the hal adapter is only read (its physical device's memory properties)
+        // while `a` keeps it alive; nothing is created or destroyed through it.
+        let hal = unsafe { a.as_hal::<wgpu::hal::api::Vulkan>() }?;
+        let props = unsafe { hal.shared_instance().raw_instance().get_physical_device_memory_properties(hal.raw_physical_device()) };
+        let n = (props.memory_heap_count as usize).min(props.memory_heaps.len());
+        let local: u64 = props.memory_heaps[..n].iter().filter(|h| h.flags.contains(ash::vk::MemoryHeapFlags::DEVICE_LOCAL)).map(|h| h.size).sum();
+        if local > 0 {
+            return Some(local);
+        }
+    }
+    None
 }
 
 pub fn list_devices() -> Vec<DeviceInfo> {
@@ -131,7 +156,9 @@ pub fn open(name: Option<&str>, main_gpu: usize) -> Result<Option<Gpu>> {
         trace: wgpu::Trace::Off,
     }))
     .map_err(|e| Error::Gpu(format!("{} ({}): the device could not be opened: {e}", info.name, info.description)))?;
-    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default() }))
+    let dp4a = instance().wgsl_language_features().contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct)
+        && std::env::var("LLAMARS_GPU_NO_DP4A").is_err();
+    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default(), dp4a }))
 }
 
 impl Gpu {

@@ -49,6 +49,9 @@ pub struct DeviceInfo {
     pub max_buffer_bytes: u64,
     pub max_binding_bytes: u64,
     pub shader_f16: bool,
+    /// Device-local memory in bytes (Vulkan heaps; system memory for software adapters),
+    /// when the backend says.
+    pub memory_bytes: Option<u64>,
 }
 
 /// Every adapter wgpu finds (none when built without the feature).
@@ -70,6 +73,9 @@ pub struct GpuConfig {
     pub n_gpu_layers: i64,
     pub device: Option<String>,
     pub main_gpu: usize,
+    /// KV positions and batch size the engine will use (for the memory estimate).
+    pub n_ctx: usize,
+    pub n_batch: usize,
 }
 
 /// Layers llama.cpp would offload for `n_gpu_layers` on a model of `n_layer` layers

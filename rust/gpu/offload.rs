@@ -8,6 +8,7 @@ use super::kernels::attention::{self, AttnBufs, AttnDesc};
 use super::kernels::eltwise::{op_ew, Ew};
 use super::kernels::matmul::GpuWeight;
 use super::kernels::norm::op_norm;
+use super::kernels::qmatmul::{int_act, op_quant, Act};
 use super::kernels::rope::op_rope;
 use super::kernels::{embed, kvstore, Op, StepSize};
 use crate::cpu::attention::QueryPos;
@@ -228,6 +229,8 @@ const CS_SWA: usize = 13;
 const SCORES: usize = 14;
 const LOGITS: usize = 15;
 const DUMMY: usize = 16;
+const QA8_0: usize = 17;
+const QA8_K: usize = 18;
 
 struct Plan {
     embed: Vec<Op>,
@@ -243,6 +246,8 @@ impl Acts {
         let f4 = |n: usize| (n * 4) as u64;
         let (e, qd, kd, vd, ad) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim, c.n_head * c.v_head_dim);
         let half = c.n_rot / 2;
+        // widest input of any matrix product
+        let max_in = e.max(ad).max(c.n_ff);
         let sizes = [
             f4(cap * e),
             f4(cap * e.max(ad)),
@@ -261,8 +266,30 @@ impl Acts {
             f4(score_cap),
             f4(sel_cap * c.n_vocab.max(e)),
             16,
+            f4(cap * Act::Q8_0.row_words(max_in)),
+            f4(cap * Act::Q8K.row_words(max_in)),
         ];
-        let names = ["x", "h", "q", "k", "v", "attn", "o", "gate", "up", "token positions", "tokens", "selected rows", "rope table", "rope table (sliding window)", "attention scores", "logits", "placeholder"];
+        let names = [
+            "x",
+            "h",
+            "q",
+            "k",
+            "v",
+            "attn",
+            "o",
+            "gate",
+            "up",
+            "token positions",
+            "tokens",
+            "selected rows",
+            "rope table",
+            "rope table (sliding window)",
+            "attention scores",
+            "logits",
+            "placeholder",
+            "Q8_0 activations",
+            "Q8_K activations",
+        ];
         let mut bufs = Vec::with_capacity(sizes.len());
         for (s, n) in sizes.iter().zip(names) {
             bufs.push(gpu.zeros(&format!("activations: {n}"), *s)?);
@@ -284,7 +311,16 @@ impl Offload {
         let ad = c.n_head * vhd;
         let half = c.n_rot / 2;
         let dummy = &b[DUMMY];
+        // integer dots against quantized activations where the type has them (the CPU
+        // path's numerics), else f32; LLAMARS_GPU_MATMUL=f32 takes the f32 path everywhere
+        let int_dot = std::env::var("LLAMARS_GPU_MATMUL").map_or(true, |v| v != "f32");
         let mm = |w: &GpuWeight, x: usize, y: usize, sel: bool, ops: &mut Vec<Op>| -> Result<()> {
+            if let Some(act) = int_act(w.ty).filter(|_| int_dot) {
+                let qa = &b[if act == Act::Q8_0 { QA8_0 } else { QA8_K }];
+                ops.push(op_quant(g, act, &b[x], qa, w.n_in, sel, s)?);
+                ops.extend(w.qops(g, qa, &b[y], s, sel)?);
+                return Ok(());
+            }
             for (small, big) in w.ops(g, &b[x], &b[y], s, sel)? {
                 ops.push(small);
                 ops.push(big);
@@ -498,6 +534,32 @@ impl Offload {
     }
 }
 
+/// Device memory an offload of `n` layers (llama.cpp's count) needs: the weights, the
+/// KV cache of those layers for `cfg.n_ctx` positions, and one batch of activations.
+pub fn bytes_needed(m: &Model, n: usize, cfg: &super::GpuConfig) -> u64 {
+    let c = &m.config;
+    let n = n.min(c.n_layer + 1);
+    if n == 0 {
+        return 0;
+    }
+    let first = c.n_layer + 1 - n;
+    let w = |w: &Weight| w.bytes().len() as u64;
+    let mut bytes = w(&m.output) + 4 * c.n_embd as u64;
+    let caps = m.kv_caps(cfg.n_ctx.max(1), cfg.n_batch.max(1), false);
+    let kv_row = 2 * (c.n_head_kv * (c.head_dim + c.v_head_dim)) as u64;
+    for il in first..c.n_layer {
+        let l = &m.layers[il];
+        bytes += [&l.wq, &l.wk, &l.wv, &l.wqkv, &l.gate].iter().filter_map(|x| x.as_ref()).map(|x| w(x)).sum::<u64>();
+        bytes += w(&l.wo) + w(&l.up) + w(&l.down);
+        bytes += caps[il] as u64 * kv_row;
+    }
+    let nb = cfg.n_batch.max(1) as u64;
+    let (e, f) = (c.n_embd as u64, c.n_ff as u64);
+    let per_tok = 4 * (3 * e + 2 * (c.n_head * c.head_dim) as u64 + 2 * (c.n_head_kv * c.head_dim) as u64 + 2 * f);
+    let scores = 4 * nb * c.n_head as u64 * cfg.n_ctx.max(1) as u64;
+    bytes + nb * per_tok + scores + 4 * c.n_vocab as u64
+}
+
 /// Decide and perform the offload `cfg` asks for. Returns the offload (None: everything
 /// stays on the CPU) and a line saying what happened, for the log.
 pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize, usize)) -> Result<(Option<Offload>, String)> {
@@ -514,7 +576,39 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     let Some(gpu) = super::device::shared(named, cfg.main_gpu)? else {
         return Ok((None, "no GPU adapter found (software adapters are used only when named with --device); running on the CPU".into()));
     };
-    let n = super::layers_to_offload(cfg.n_gpu_layers, n_layer);
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    // 90% of the device's memory, leaving room for the driver and other programs;
+    // LLAMARS_GPU_MEMORY_MIB caps what llamars assumes it may use
+    let cap = std::env::var("LLAMARS_GPU_MEMORY_MIB").ok().and_then(|v| v.trim().parse::<u64>().ok()).map(|m| m << 20);
+    let total = match (gpu.info.memory_bytes, cap) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    let budget = total.map(|b| b / 10 * 9);
+    let n = match (cfg.n_gpu_layers < 0, budget) {
+        // auto: as many as fit
+        (true, Some(b)) => (0..=n_layer + 1).rev().find(|&k| bytes_needed(m, k, cfg) <= b).unwrap_or(0),
+        _ => super::layers_to_offload(cfg.n_gpu_layers, n_layer),
+    };
+    if n == 0 {
+        return Ok((None, format!("{}: not even the output layer fits in {:.0} MiB; running on the CPU", gpu.info.name, mib(budget.unwrap_or(0)))));
+    }
+    if let Some(b) = budget {
+        let need = bytes_needed(m, n, cfg);
+        if need > b {
+            let fit = (0..n).rev().find(|&k| bytes_needed(m, k, cfg) <= b).unwrap_or(0);
+            return Err(Error::Gpu(format!(
+                "{} ({}): offloading {n} layers with a {}-token context needs about {:.0} MiB but the device has {:.0} MiB \
+                 (90% of {:.0} MiB); use -ngl {fit} or less, -ngl auto, or a smaller context",
+                gpu.info.name,
+                gpu.info.description,
+                cfg.n_ctx,
+                mib(need),
+                mib(b),
+                mib(total.unwrap_or(0))
+            )));
+        }
+    }
     let off = Offload::new(gpu.clone(), m, n, progress)?;
     let note = format!(
         "offloaded {}/{} layers to GPU {} ({}, {}), {:.1} MiB of weights",

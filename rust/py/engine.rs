@@ -41,7 +41,7 @@ impl PyEngine {
         device: Option<String>,
         main_gpu: usize,
     ) -> PyResult<Self> {
-        let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu };
+        let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu, ..Default::default() };
         let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu };
         let sc = SchedConfig {
             n_parallel,

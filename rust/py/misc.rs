@@ -144,6 +144,7 @@ pub fn list_devices<'py>(py: Python<'py>) -> PyResult<Vec<Bound<'py, PyDict>>> {
             o.set_item("max_buffer_bytes", d.max_buffer_bytes)?;
             o.set_item("max_binding_bytes", d.max_binding_bytes)?;
             o.set_item("shader_f16", d.shader_f16)?;
+            o.set_item("memory_bytes", d.memory_bytes)?;
             Ok(o)
         })
         .collect()

@@ -1,29 +1,9 @@
 // Y[t, row0 + r] = sum_k W[r, k] · X[t, k] over raw GGUF weight rows (see quant.wgsl).
-struct MatParams {
-    n_in: u32,
-    // rows held by this buffer (a weight larger than one binding is split by rows)
-    rows: u32,
-    row_bytes: u32,
-    row0: u32,
-    y_stride: u32,
-    // 0: the batch's tokens, 1: the selected rows (output layer)
-    sel: u32,
-    _p0: u32,
-    _p1: u32,
-}
-
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> X: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(3) var<uniform> P: MatParams;
 @group(0) @binding(4) var<uniform> S: Step;
-
-fn n_tokens() -> u32 {
-    if (P.sel == 1u) {
-        return S.n_sel;
-    }
-    return S.n_tok;
-}
 
 // Few tokens (decode): one workgroup per weight row, threads split the row.
 const MV_T: u32 = 8u;

@@ -8,6 +8,7 @@ pub mod embed;
 pub mod kvstore;
 pub mod matmul;
 pub mod norm;
+pub mod qmatmul;
 pub mod rope;
 
 use super::device::Gpu;
@@ -19,6 +20,7 @@ use wgpu::util::DeviceExt;
 
 const COMMON: &str = include_str!("common.wgsl");
 const QUANT: &str = include_str!("quant.wgsl");
+const MAT: &str = include_str!("mat_common.wgsl");
 
 /// Workgroups along x before a dispatch wraps to y (`GRID_X` in common.wgsl).
 pub const GRID_X: u32 = 32768;
@@ -53,6 +55,10 @@ pub enum Family {
     Mat(GgmlType),
     /// embedding rows of a weight type
     Embed(GgmlType),
+    /// integer-dot products of a weight type against quantized activations
+    QMat(GgmlType),
+    /// activation quantizers (Q8_0, Q8_K)
+    QAct,
     Norm,
     Eltwise,
     Rope,
@@ -72,7 +78,8 @@ impl Family {
     fn bindings(self) -> &'static [(u32, B)] {
         use B::*;
         match self {
-            Family::Mat(_) | Family::Embed(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
+            Family::Mat(_) | Family::Embed(_) | Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
+            Family::QAct => &[(0, R), (1, W), (3, U), (4, U)],
             Family::Norm => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Eltwise => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Rope => &[(0, W), (1, R), (3, U), (4, U)],
@@ -81,12 +88,18 @@ impl Family {
         }
     }
 
-    fn source(self) -> Result<String> {
+    fn source(self, dp4a: bool) -> Result<String> {
         let body = match self {
+            Family::QMat(ty) => {
+                let spec = qmatmul::specialise(ty, dp4a).ok_or_else(|| Error::NotSupported(format!("no integer GPU kernel for tensor type {}", ty.name())))?;
+                return Ok(format!("{COMMON}\n{}\n{MAT}\n{QUANT}\n{spec}", include_str!("qmatmul.wgsl")));
+            }
+            Family::QAct => include_str!("qact.wgsl"),
             Family::Mat(ty) | Family::Embed(ty) => {
                 let name = quant_name(ty).ok_or_else(|| Error::NotSupported(format!("no GPU kernel for tensor type {}", ty.name())))?;
                 let k = if matches!(self, Family::Mat(_)) { include_str!("matmul.wgsl") } else { include_str!("embed.wgsl") };
-                return Ok(format!("{COMMON}\n{k}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
+                let mat = if matches!(self, Family::Mat(_)) { MAT } else { "" };
+                return Ok(format!("{COMMON}\n{k}\n{mat}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
             }
             Family::Norm => include_str!("norm.wgsl"),
             Family::Eltwise => include_str!("eltwise.wgsl"),
@@ -129,7 +142,7 @@ impl Pipelines {
                 count: None,
             })
             .collect();
-        let src = f.source()?;
+        let src = f.source(gpu.dp4a)?;
         let (bgl, module) = gpu.checked(&format!("compiling the {f:?} kernels"), || {
             let bgl = gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
             let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
