@@ -47,7 +47,7 @@ def bench_llamacpp(path: str, n_pp: int, n_tg: int, threads: int, reps: int):
     except ImportError:
         return None
     llm = Llama(model_path=path, n_ctx=max(2048, n_pp + n_tg + 8), n_threads=threads, n_threads_batch=threads, n_batch=512, verbose=False)
-    toks = synthetic_tokens(n_pp)
+    toks = [t % llm.n_vocab() for t in synthetic_tokens(n_pp)]
     llm.eval(toks[:8])
     llm.reset()
     pp, tg = [], []

@@ -49,6 +49,7 @@ def engine_rows(engine) -> list:
         ("vocabulary", f"{i['n_vocab']:,} tokens"),
         ("chat template", str(template)),
         ("devices", "; ".join(devices) + f"; kernels {i.get('isa', '?')}"),
+        ("GPU offload", i.get("gpu_note") or "none"),
         ("threads", f"{i.get('n_threads')} (n_batch {i.get('n_batch')}, n_ubatch {i.get('n_ubatch')})"),
     ]
 

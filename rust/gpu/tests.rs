@@ -115,8 +115,18 @@ const INT_REL: f32 = 1e-5;
 
 #[test]
 fn integer_matmul_matches_cpu_kernels() {
-    use super::kernels::qmatmul::{int_act, op_quant};
     let Some(g) = gpu() else { return };
+    // with the packed dot product (dot4I8Packed) and with its unpacked fallback
+    let name = g.info.name.clone();
+    let mut other = device::open(Some(&name), 0).expect("open").expect("device");
+    other.dp4a = !g.dp4a;
+    for dev in [&*g, &other] {
+        integer_matmul_on(dev);
+    }
+}
+
+fn integer_matmul_on(g: &Gpu) {
+    use super::kernels::qmatmul::{int_act, op_quant};
     let (n_in, n_out) = (512, 67);
     let mut rng = Rng(13);
     for ty in WEIGHT_TYPES.into_iter().filter(|&t| int_act(t).is_some()) {
@@ -125,19 +135,19 @@ fn integer_matmul_matches_cpu_kernels() {
         let bytes: Vec<u8> = rows.concat();
         let dot = crate::quant::dot_fn(ty).unwrap();
         for split in [usize::MAX, 16] {
-            let w = GpuWeight::upload_split(&g, "w", ty, n_in, &bytes, 0, n_out, split).unwrap();
+            let w = GpuWeight::upload_split(g, "w", ty, n_in, &bytes, 0, n_out, split).unwrap();
             for n_tok in [1usize, 3, 9, 20] {
                 // activations with an outlier now and then, as real ones have
                 let x: Vec<f32> = (0..n_tok * n_in).map(|i| rng.sym() * if i % 97 == 0 { 20.0 } else { 1.0 }).collect();
-                let xb = f32_buf(&g, &x);
+                let xb = f32_buf(g, &x);
                 let qa = g.zeros("qa", (n_tok * act.row_words(n_in) * 4) as u64).unwrap();
                 let yb = g.zeros("y", (n_tok * n_out * 4) as u64).unwrap();
                 let s = size(n_tok);
-                let sb = step(&g, &s);
-                let mut ops = vec![op_quant(&g, act, &xb, &qa, n_in, false, &sb).unwrap()];
-                ops.extend(w.qops(&g, &qa, &yb, &sb, false).unwrap());
-                run(&g, &ops, &s);
-                let y = read(&g, &yb, n_tok * n_out);
+                let sb = step(g, &s);
+                let mut ops = vec![op_quant(g, act, &xb, &qa, n_in, false, &sb).unwrap()];
+                ops.extend(w.qops(g, &qa, &yb, &sb, false).unwrap());
+                run(g, &ops, &s);
+                let y = read(g, &yb, n_tok * n_out);
                 for t in 0..n_tok {
                     let mut xq = Vec::new();
                     crate::quant::activation::quantize(crate::quant::vec_dot_type(ty), &x[t * n_in..(t + 1) * n_in], &mut xq);
@@ -147,7 +157,12 @@ fn integer_matmul_matches_cpu_kernels() {
                         dequantize(ty, &rows[r], &mut wd);
                         let mag: f32 = wd.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum();
                         let got = y[t * n_out + r];
-                        assert!((got - want).abs() <= INT_REL * mag + 1e-6, "{} split {split} n_tok {n_tok} row {r} token {t}: gpu {got} vs cpu {want}", ty.name());
+                        assert!(
+                            (got - want).abs() <= INT_REL * mag + 1e-6,
+                            "{} dp4a {} split {split} n_tok {n_tok} row {r} token {t}: gpu {got} vs cpu {want}",
+                            ty.name(),
+                            g.dp4a
+                        );
                     }
                 }
             }

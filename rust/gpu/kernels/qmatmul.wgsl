@@ -2,8 +2,10 @@
 // inside each block, the CPU path's numerics (rust/quant/scalar.rs dot_*_q8_0 / _q8_k):
 // only the f32 order of adding block results differs. `QA` holds activations from
 // qact.wgsl. Each type defines BLK (elements per weight block), ABLK (u32 per activation
-// block) and `block_dot(rb, blk, ab)`; `dot4i8` is the packed 4×i8 dot (DP4a when the
-// device's WGSL has it).
+// block) and `block_dot(rb, blk, ab)`. Every block sum goes through `dot4i8`, the packed
+// 4×i8 dot (WGSL's dot4I8Packed, DP4a on GPUs that have it, when the device's WGSL has it;
+// else unpacked lanes); weights of 4-6 bits are packed as unsigned bytes and their offset
+// subtracted as offset × Σa (`dot4off`).
 @group(0) @binding(0) var<storage, read> W: array<u32>;
 @group(0) @binding(1) var<storage, read> QA: array<u32>;
 @group(0) @binding(2) var<storage, read_write> Y: array<f32>;
@@ -14,12 +16,18 @@ fn i8x4(w: u32) -> vec4<i32> {
     return vec4<i32>(bitcast<i32>(w << 24u) >> 24u, bitcast<i32>(w << 16u) >> 24u, bitcast<i32>(w << 8u) >> 24u, bitcast<i32>(w) >> 24u);
 }
 
-fn u4(w: u32) -> vec4<i32> {
-    return vec4<i32>(i32(w & 0xffu), i32((w >> 8u) & 0xffu), i32((w >> 16u) & 0xffu), i32(w >> 24u));
+// Four lanes of 0/1 (or any bytes) packed little-endian into one word.
+fn pack4(v: vec4<u32>) -> u32 {
+    return v.x | (v.y << 8u) | (v.z << 16u) | (v.w << 24u);
 }
 
 fn a_d(ab: u32) -> f32 {
     return bitcast<f32>(QA[ab]);
+}
+
+// Σ (w_i - off) · a_i over 4 lanes: w packed as unsigned bytes below 128 (valid i8), a as i8.
+fn dot4off(w: u32, a: u32, off: i32) -> i32 {
+    return dot4i8(w, a) - off * dot4i8(0x01010101u, a);
 }
 
 // Q8_0 × Q8_0
@@ -38,8 +46,8 @@ fn block_dot_q4_0(rb: u32, blk: u32, ab: u32) -> f32 {
     var s = 0;
     for (var i = 0u; i < 4u; i++) {
         let q = ld_u32(bo + 2u + 4u * i);
-        s += dot(u4(q & 0x0f0f0f0fu) - vec4<i32>(8), i8x4(QA[ab + 1u + i]));
-        s += dot(u4((q >> 4u) & 0x0f0f0f0fu) - vec4<i32>(8), i8x4(QA[ab + 5u + i]));
+        s += dot4off(q & 0x0f0f0f0fu, QA[ab + 1u + i], 8);
+        s += dot4off((q >> 4u) & 0x0f0f0f0fu, QA[ab + 5u + i], 8);
     }
     return ld_f16(bo) * a_d(ab) * f32(s);
 }
@@ -52,10 +60,10 @@ fn block_dot_q5_0(rb: u32, blk: u32, ab: u32) -> f32 {
     for (var i = 0u; i < 4u; i++) {
         let q = ld_u32(bo + 6u + 4u * i);
         let j = 4u * i;
-        let lo = u4(q & 0x0f0f0f0fu) | (vec4<i32>(hbits4(qh, j)) << vec4<u32>(4u));
-        let hi = u4((q >> 4u) & 0x0f0f0f0fu) | (vec4<i32>(hbits4(qh, j + 16u)) << vec4<u32>(4u));
-        s += dot(lo - vec4<i32>(16), i8x4(QA[ab + 1u + i]));
-        s += dot(hi - vec4<i32>(16), i8x4(QA[ab + 5u + i]));
+        let lo = (q & 0x0f0f0f0fu) | (pack4(hbits4(qh, j)) << 4u);
+        let hi = ((q >> 4u) & 0x0f0f0f0fu) | (pack4(hbits4(qh, j + 16u)) << 4u);
+        s += dot4off(lo, QA[ab + 1u + i], 16);
+        s += dot4off(hi, QA[ab + 5u + i], 16);
     }
     return ld_f16(bo) * a_d(ab) * f32(s);
 }
@@ -75,8 +83,8 @@ fn block_dot_q4_k(rb: u32, blk: u32, ab: u32) -> f32 {
         var s2 = 0;
         for (var i = 0u; i < 8u; i++) {
             let q = ld_u32(bo + 16u + j * 32u + 4u * i);
-            s1 += dot(u4(q & 0x0f0f0f0fu), i8x4(QA[ab + 1u + j * 16u + i]));
-            s2 += dot(u4((q >> 4u) & 0x0f0f0f0fu), i8x4(QA[ab + 1u + j * 16u + 8u + i]));
+            s1 += dot4i8(q & 0x0f0f0f0fu, QA[ab + 1u + j * 16u + i]);
+            s2 += dot4i8((q >> 4u) & 0x0f0f0f0fu, QA[ab + 1u + j * 16u + 8u + i]);
         }
         sumi += i32(sm1.x) * s1 + i32(sm2.x) * s2;
         summ += i32(sm1.y) * (bitcast<i32>(QA[ab + 65u + 4u * j]) + bitcast<i32>(QA[ab + 66u + 4u * j]));
@@ -106,7 +114,7 @@ fn block_dot_q6_k(rb: u32, blk: u32, ab: u32) -> f32 {
                 lo = lw & 0x0f0f0f0fu;
             }
             let hi = (ld_u32(bo + 128u + n * 32u + l) >> (2u * qq)) & 0x03030303u;
-            s += dot(u4(lo | (hi << 4u)) - vec4<i32>(32), i8x4(QA[ab + 1u + g * 4u + i]));
+            s += dot4off(lo | (hi << 4u), QA[ab + 1u + g * 4u + i], 32);
         }
         sumi += ld_i8(bo + 192u + g) * s;
     }
