@@ -74,7 +74,8 @@ class Service:
         self._after_load()
         self.aengine = AsyncEngine(engine=eng)
         self.log(f"llamars-server: model loaded: {eng!r}")
-        self.log(f"llamars-server: {eng.info['gpu_note']}")
+        if eng.n_gpu_layers_offloaded:  # (a fallback to the CPU is logged once by Engine)
+            self.log(f"llamars-server: {eng.info['gpu_note']}")
 
     def log(self, message: str) -> None:
         if not self.config.log_disable:
