@@ -13,6 +13,7 @@ import llamars
 from llamars import _core
 import tiny_models as tm
 from oracle import Oracle
+from test_parity_reference import _log_softmax
 
 # Tolerances (named). This model amplifies last-bit differences: on single steps the CPU
 # path itself is up to 0.4 off llama.cpp's log-prob (and our scalar and SIMD CPU kernels
@@ -171,12 +172,6 @@ def test_memory_check_before_loading(tiny, device, monkeypatch):
 
 
 # ---------------------------------------------------------------- the real model
-
-
-def _log_softmax(x):
-    x = x.astype(np.float64)
-    m = x.max(axis=-1, keepdims=True)
-    return x - m - np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
 
 
 @pytest.fixture(scope="module")

@@ -8,6 +8,7 @@
 //! | `device.rs` | adapters, the opened device, limits, error scopes, upload/read-back |
 //! | `kernels/` | one `.wgsl` per kernel family with its Rust wrapper beside it |
 //! | `offload.rs` | weights on the device, the device half of a KV cache, one forward step |
+//! | `placement.rs` | memory needed per layer count, `-ngl`/`auto`, the check before upload |
 #[cfg(feature = "wgpu")]
 pub mod device;
 #[cfg(feature = "wgpu")]
@@ -15,7 +16,11 @@ pub mod kernels;
 #[cfg(feature = "wgpu")]
 mod offload;
 #[cfg(feature = "wgpu")]
-pub use offload::{attach, Acts, KvDevice, Offload};
+mod placement;
+#[cfg(feature = "wgpu")]
+pub use offload::{Acts, KvDevice, Offload};
+#[cfg(feature = "wgpu")]
+pub use placement::{attach, bytes_needed};
 #[cfg(all(test, feature = "wgpu"))]
 mod tests;
 
