@@ -9,16 +9,14 @@ STRICT_MARGIN = 0.1  # where llama.cpp's top-1/top-2 margin is at least this, ar
 TARGET_ARGMAX_AGREEMENT = 0.98  # over all steps
 TARGET_MEAN_TOP1_DLOGPROB = 0.03  # mean |Δ log-prob| of llama.cpp's top token
 #
-# Regression guards (what the tests assert). The engine matches llama.cpp's arithmetic up to
-# the order of f32 sums; with 8-bit activation quantization this model amplifies such
-# last-bit differences (our own scalar and SIMD kernels differ from each other by a mean
-# 0.04 in the same statistic), so the targets above are not all met yet. Measured on
-# 2026-11-29: greedy exact 6/12, argmax agreement 0.980, strict failures 6, mean 0.037.
-# A real defect (RoPE, a norm, a kernel) moves these by an order of magnitude.
-GUARD_EXACT_GREEDY = 5
-GUARD_ARGMAX_AGREEMENT = 0.97
-GUARD_STRICT_FAILURES = 8
-GUARD_MEAN_TOP1_DLOGPROB = 0.045
+#
+# The forward pass reproduces llama.cpp's x86 arithmetic operation by operation (the f32
+# accumulation order of each of its kernels, see README "Parity with llama.cpp"), on every
+# instruction set, so the logits are bit-identical: measured on 2026-11-30, greedy exact
+# 12/12, argmax agreement 1.0, no strict failures, mean |Δ| 0.0000 (the reference rounds
+# log-probs to 5 decimals). The tests assert the targets, and that the log-probs stay at
+# the rounding level of the reference file.
+ROUNDING_LEVEL = 1e-4
 
 
 def _log_softmax(x):
@@ -49,14 +47,16 @@ def test_greedy_continuations(engine, reference):
     report = []
     for g in reference["greedy"]:
         want = g["generated_tokens"]
-        res = engine.generate(g["prompt_tokens"], max_tokens=len(want), temperature=0.0)
+        # a fresh evaluation of the whole prompt, as the reference was made (a reused cached
+        # prefix changes the batch shapes, and llama.cpp's arithmetic with them)
+        res = engine.generate(g["prompt_tokens"], max_tokens=len(want), temperature=0.0, cache_prompt=False)
         same = res.tokens == want
         exact += same
         if not same:
             k = next((i for i, (a, b) in enumerate(zip(res.tokens, want)) if a != b), min(len(res.tokens), len(want)))
             report.append(f"{g['prompt'][:30]!r}: first difference at token {k}")
     print(f"greedy exact: {exact}/{len(reference['greedy'])} (target {TARGET_EXACT_GREEDY}); " + "; ".join(report))
-    assert exact >= GUARD_EXACT_GREEDY, report
+    assert exact >= TARGET_EXACT_GREEDY, report
 
 
 def test_teacher_forced_argmax(teacher_forced):
@@ -73,8 +73,8 @@ def test_teacher_forced_argmax(teacher_forced):
         f"argmax agreement {agree}/{total} = {agree / total:.4f} (target {TARGET_ARGMAX_AGREEMENT}); "
         f"strict failures (margin >= {STRICT_MARGIN}, target 0): {strict_fail}"
     )
-    assert agree / total >= GUARD_ARGMAX_AGREEMENT
-    assert len(strict_fail) <= GUARD_STRICT_FAILURES
+    assert agree / total >= TARGET_ARGMAX_AGREEMENT
+    assert not strict_fail
 
 
 def test_teacher_forced_logprobs(teacher_forced):
@@ -87,4 +87,5 @@ def test_teacher_forced_logprobs(teacher_forced):
         f"mean |Δ logprob| of llama.cpp's top token: {mean:.4f} over {len(diffs)} steps "
         f"(max {max(diffs):.3f}; target {TARGET_MEAN_TOP1_DLOGPROB})"
     )
-    assert mean <= GUARD_MEAN_TOP1_DLOGPROB
+    assert mean <= TARGET_MEAN_TOP1_DLOGPROB
+    assert max(diffs) <= ROUNDING_LEVEL, "no longer bit-exact with llama.cpp"

@@ -235,13 +235,17 @@ def test_tolerance_catches_bugs(models, arch, bug):
 
 @pytest.mark.parametrize("arch", tm.ARCHS)
 def test_prefix_logits_equal_first_rows(models, arch):
-    """Causality: the logits of a prefix are the first rows of the longer sequence's."""
+    """Causality: the logits of a prefix are the first rows of the longer sequence's. Up to
+    the last bits: like llama.cpp, Q4_K and attention sum in another order for a chunk of
+    other length (gemm vs gemv groups, one token vs several); a token attending to a later
+    one would move them by orders of magnitude more."""
     eng = models.engine(arch, "Q4_K")
     ids = sequence(arch)
     full = eng.logits(ids)
+    scale = float(np.abs(full).max())
     for k in (1, 5, 11):
         part = eng.logits(ids[:k])
-        np.testing.assert_array_equal(part, full[:k], err_msg=f"prefix of {k} tokens")
+        np.testing.assert_allclose(part, full[:k], rtol=0, atol=2e-5 * scale, err_msg=f"prefix of {k} tokens")
 
 
 @pytest.mark.parametrize("arch", tm.ARCHS)

@@ -492,7 +492,9 @@ def test_lazy_grammar_end_to_end(small_engine):
     r = small_engine.generate("The capital of France is", temperature=0, max_tokens=30,
                               grammar='root ::= "France" " has 42 cats."', grammar_triggers=["France"])
     assert r.text.endswith("France has 42 cats."), r.text
-    assert r.text.startswith(" the capital of the country.")
+    # the free text before the trigger is llama.cpp's greedy continuation (" the capital of
+    # the country of France. It is ...", ../shared/reference)
+    assert r.text.startswith(" the capital of the country of France"), r.text
     with pytest.raises(InvalidRequestError, match="grammar_triggers"):
         small_engine.generate("x", max_tokens=1, grammar_triggers=["France"])
 

@@ -1,10 +1,12 @@
 //! Causal self-attention over an f16 KV cache: GQA/MQA, optional sliding window.
-//! Numerics follow ggml's non-fused path (llama.cpp's default without flash attention):
-//! Q rounded to f16, QK^T in f32, softmax in f32, probabilities rounded to f16 before the
-//! V product. One task handles one token and one KV head with all the query heads that
+//! Numerics follow ggml's non-fused path (llama.cpp's default without flash attention) bit
+//! for bit: Q rounded to f16, QK^T and P·V in the lane order of the matmul llama.cpp runs
+//! (tinyBLAS for a chunk of two or more tokens, `ggml_vec_dot_f16` for one: the query's
+//! `batch_order`; `f16vec.rs`),
+//! softmax with ggml's exponential and 16-wide partial sums by key position, probabilities
+//! rounded to f16 before the V product. One task handles one token and one KV head with all the query heads that
 //! share it, so each K/V row is read and widened once per group, not once per head.
-use super::f16vec::{axpy_f16, dot_f16};
-use super::ops::softmax;
+use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
 use crate::quant::f16::{f32_to_f16, round_f16};
 
@@ -35,6 +37,9 @@ pub struct QueryPos {
     /// Lowest key position a sliding-window ring still holds for this sequence (keys
     /// below it were overwritten, e.g. after a context shift); ignored for full layers.
     pub ring_lo: usize,
+    /// llama.cpp's batch order (tinyBLAS) for this token's QK^T and P·V, else its one-token
+    /// order (`ggml_vec_dot_f16`); see `model/orders.rs`.
+    pub batch_order: bool,
 }
 
 /// q: [n_tokens, n_head*head_dim]; k, v: cache rows (f16) [n_slots*cap, n_head_kv*head_dim]
@@ -63,7 +68,10 @@ pub fn attention(
         #[allow(clippy::redundant_locals)]
         let optr = optr;
         let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
-        let QueryPos { slot, pos, ring_lo } = queries[t];
+        let QueryPos { slot, pos, ring_lo, batch_order } = queries[t];
+        // the orders of ggml's two f16 matmuls (tinyBLAS needs k % 16 == 0 and m % 4 == 0)
+        let kq_order = if batch_order && hd % 16 == 0 { Order::Tiny16 } else { Order::Vec64 };
+        let kqv_order = if batch_order && vd % 4 == 0 { Order::Tiny16 } else { Order::Vec64 };
         let row = |j: usize| slot * cap + j % cap;
         let start = match s.window {
             Some(w) if w > 0 => (pos + 1).saturating_sub(w),
@@ -76,10 +84,12 @@ pub fn attention(
         let qh: Vec<u16> = q[t * s.n_head * hd + h0 * hd..][..group * hd].iter().map(|&x| f32_to_f16(x)).collect();
         // scores [group, n_keys]
         let mut scores = vec![0f32; group * n_keys];
+        let mut dots = vec![0f32; group];
         for (idx, j) in (start..=pos).enumerate() {
             let kj = &k[row(j) * kdim + g * hd..][..hd];
-            for hh in 0..group {
-                let mut x = dot_f16(&qh[hh * hd..(hh + 1) * hd], kj) * s.scale;
+            dot_f16_rows(&qh, kj, hd, kq_order, &mut dots);
+            for (hh, &dt) in dots.iter().enumerate() {
+                let mut x = dt * s.scale;
                 if s.softcap > 0.0 {
                     x = (x / s.softcap).tanh() * s.softcap;
                 }
@@ -88,20 +98,22 @@ pub fn attention(
         }
         for hh in 0..group {
             let sc = &mut scores[hh * n_keys..(hh + 1) * n_keys];
-            softmax(sc);
+            softmax_ggml(sc, start);
             sc.iter_mut().for_each(|p| *p = round_f16(*p));
         }
         // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
-        o.fill(0.0);
-        for (idx, j) in (start..=pos).enumerate() {
-            let vj = &v[row(j) * vdim + g * vd..][..vd];
+        Lanes::with(kqv_order, vd, |lanes| {
             for hh in 0..group {
-                let p = scores[hh * n_keys + idx];
-                if p != 0.0 {
-                    axpy_f16(&mut o[hh * vd..(hh + 1) * vd], p, vj);
+                lanes.reset();
+                for (idx, j) in (start..=pos).enumerate() {
+                    let p = scores[hh * n_keys + idx];
+                    if p != 0.0 {
+                        lanes.add(j, p, &v[row(j) * vdim + g * vd..][..vd]);
+                    }
                 }
+                lanes.reduce_into(&mut o[hh * vd..(hh + 1) * vd]);
             }
-        }
+        });
     });
 }

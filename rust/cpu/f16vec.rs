@@ -1,88 +1,373 @@
-//! f16 vector kernels for attention over an f16 KV cache: dot(f16, f16) and
-//! out += p · v (f16), with an F16C/FMA path and its scalar twin.
+//! The vector kernels of attention over an f16 KV cache, in llama.cpp's (x86) order of f32
+//! operations, so scores, probabilities and outputs match it bit for bit:
+//!
+//! - a dot product of f16 vectors is `W` lanes of FMA chains (lane `i % W` takes element
+//!   `i`), folded to 16 lanes and reduced by [`reduce16`] (`_mm512_reduce_add_ps`). `W` = 16
+//!   is llamafile's tinyBLAS (what ggml's matmul uses for two or more query tokens), `W` = 64
+//!   is `ggml_vec_dot_f16` (four 16-lane accumulators; one query token);
+//! - `out += p·v` over key positions keeps the same lanes per output element ([`Lanes`]);
+//! - softmax exponentials are ggml's `ggml_v_expf` ([`expf_ggml`]), summed 16 at a time.
+//!
+//! Every function has a scalar body; on x86-64 with AVX2+FMA+F16C the same operations run
+//! 8 wide (bit-identical: FMA and single adds in the same association).
 use crate::quant::f16::f16_to_f32;
 use crate::quant::{isa, Isa};
 
-/// Σ a[i]·b[i] with f32 accumulation (ggml_vec_dot_f16).
-#[inline]
-pub fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if isa() >= Isa::Avx2 && a.len().is_multiple_of(32) {
-            // SAFETY: the ISA check guarantees AVX2/FMA/F16C; lengths are multiples of 32.
-            return unsafe { x86::dot_f16(a, b) };
+/// Lanes of the FMA chains: tinyBLAS (batches) or `ggml_vec_dot_f16` (one token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    Tiny16,
+    Vec64,
+}
+
+impl Order {
+    pub fn width(self) -> usize {
+        match self {
+            Order::Tiny16 => 16,
+            Order::Vec64 => 64,
         }
     }
-    dot_f16_scalar(a, b)
 }
 
-pub fn dot_f16_scalar(a: &[u16], b: &[u16]) -> f32 {
-    a.iter().zip(b).map(|(&x, &y)| f16_to_f32(x) * f16_to_f32(y)).sum()
-}
-
-/// out[i] += p · v[i]
+/// `_mm512_reduce_add_ps` (GCC's tree): halves, then quarters, then pairs.
 #[inline]
-pub fn axpy_f16(out: &mut [f32], p: f32, v: &[u16]) {
+pub fn reduce16(x: &[f32; 16]) -> f32 {
+    let mut t = [0f32; 8];
+    for i in 0..8 {
+        t[i] = x[i] + x[i + 8];
+    }
+    let u = [t[0] + t[4], t[1] + t[5], t[2] + t[6], t[3] + t[7]];
+    (u[0] + u[2]) + (u[1] + u[3])
+}
+
+/// 64 lanes → 16 as `GGML_F32x16_REDUCE` does (x0+=x2, x1+=x3, x0+=x1), then [`reduce16`].
+#[inline]
+pub fn reduce64(x: &[f32; 64]) -> f32 {
+    let mut r = [0f32; 16];
+    for (l, v) in r.iter_mut().enumerate() {
+        *v = (x[l] + x[l + 32]) + (x[l + 16] + x[l + 48]);
+    }
+    reduce16(&r)
+}
+
+/// Σ a[i]·b[i] in `order` (lengths equal; `Tiny16` needs a multiple of 16; `Vec64` sums
+/// elements past the last multiple of 64 in f64 after the reduction, as ggml does).
+pub fn dot_f16(a: &[u16], b: &[u16], order: Order) -> f32 {
+    let n = a.len().min(b.len());
     #[cfg(target_arch = "x86_64")]
     {
-        if isa() >= Isa::Avx2 && v.len().is_multiple_of(8) {
-            // SAFETY: the ISA check guarantees AVX2/FMA/F16C; lengths are multiples of 8.
-            return unsafe { x86::axpy_f16(out, p, v) };
+        if isa() >= Isa::Avx2 {
+            // SAFETY: the ISA check guarantees AVX2/FMA/F16C.
+            return unsafe { x86::dot_f16(&a[..n], &b[..n], order) };
         }
     }
-    axpy_f16_scalar(out, p, v)
+    dot_f16_scalar(&a[..n], &b[..n], order)
 }
 
-pub fn axpy_f16_scalar(out: &mut [f32], p: f32, v: &[u16]) {
-    for (o, &x) in out.iter_mut().zip(v) {
-        *o += p * f16_to_f32(x);
+/// `out[h] = dot_f16(q[h·d..(h+1)·d], k, order)` for the `out.len()` rows of `q` (the query
+/// heads that share one key row): the same bits as one call per row, with the rows' FMA
+/// chains interleaved.
+pub fn dot_f16_rows(q: &[u16], k: &[u16], d: usize, order: Order, out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if isa() >= Isa::Avx2 && d <= k.len() && q.len() >= out.len() * d {
+            let mut h = 0;
+            while h + 4 <= out.len() {
+                // SAFETY: the ISA check guarantees AVX2/FMA/F16C; rows are in bounds (checked above).
+                let r = unsafe { x86::dot_f16_x4(&q[h * d..(h + 4) * d], &k[..d], d, order) };
+                out[h..h + 4].copy_from_slice(&r);
+                h += 4;
+            }
+            for (i, o) in out.iter_mut().enumerate().skip(h) {
+                *o = dot_f16(&q[i * d..(i + 1) * d], &k[..d], order);
+            }
+            return;
+        }
     }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = dot_f16(&q[i * d..(i + 1) * d], k, order);
+    }
+}
+
+pub fn dot_f16_scalar(a: &[u16], b: &[u16], order: Order) -> f32 {
+    let w = order.width();
+    let np = a.len() / w * w;
+    let mut acc = [0f32; 64];
+    for (i, (&x, &y)) in a[..np].iter().zip(&b[..np]).enumerate() {
+        acc[i % w] = f16_to_f32(x).mul_add(f16_to_f32(y), acc[i % w]);
+    }
+    finish(&acc, order, &a[np..], &b[np..])
+}
+
+fn finish(acc: &[f32; 64], order: Order, ta: &[u16], tb: &[u16]) -> f32 {
+    match order {
+        Order::Tiny16 => reduce16(acc[..16].try_into().unwrap_or(&[0.0; 16])),
+        Order::Vec64 => {
+            let mut s = reduce64(acc) as f64;
+            for (&x, &y) in ta.iter().zip(tb) {
+                s += (f16_to_f32(x) * f16_to_f32(y)) as f64;
+            }
+            s as f32
+        }
+    }
+}
+
+/// Per-lane accumulators of `out[d] = Σ_j p_j · v_j[d]` over key positions j: position j
+/// goes to lane `j % W`, `fma(p, v, lane)`, positions in increasing order. A lane no position
+/// reached counts as zeros (as ggml's zeroed accumulators), without being cleared.
+pub struct Lanes {
+    order: Order,
+    dim: usize,
+    used: u64,
+    acc: Vec<f32>,
+}
+
+thread_local! {
+    static LANES: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Lanes {
+    /// Runs `f` with empty lanes (a per-thread buffer, no allocation after the first call).
+    pub fn with<R>(order: Order, dim: usize, f: impl FnOnce(&mut Lanes) -> R) -> R {
+        LANES.with(|b| {
+            let mut acc = std::mem::take(&mut *b.borrow_mut());
+            acc.resize(order.width() * dim, 0.0);
+            let mut l = Lanes { order, dim, used: 0, acc };
+            let r = f(&mut l);
+            *b.borrow_mut() = l.acc;
+            r
+        })
+    }
+
+    /// Forget every position (the lanes count as zeros again).
+    pub fn reset(&mut self) {
+        self.used = 0;
+    }
+
+    /// Accumulate position `pos` with probability `p` and values `v` (f16, `dim` long).
+    #[inline]
+    pub fn add(&mut self, pos: usize, p: f32, v: &[u16]) {
+        let lane = pos % self.order.width();
+        let first = self.used & (1u64 << lane) == 0;
+        self.used |= 1u64 << lane;
+        let acc = &mut self.acc[lane * self.dim..(lane + 1) * self.dim];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if isa() >= Isa::Avx2 {
+                // SAFETY: the ISA check guarantees AVX2/FMA/F16C.
+                return unsafe { x86::fma_f16(acc, p, v, first) };
+            }
+        }
+        for (o, &x) in acc.iter_mut().zip(v) {
+            *o = p.mul_add(f16_to_f32(x), if first { 0.0 } else { *o });
+        }
+    }
+
+    /// The reduced sums into `out` (`dim` long): [`reduce16`] / [`reduce64`] per element, 8
+    /// elements at a time, in the same association.
+    pub fn reduce_into(&self, out: &mut [f32]) {
+        type V = [f32; 8];
+        let d = self.dim.min(out.len());
+        let add = |a: V, b: V| -> V { std::array::from_fn(|k| a[k] + b[k]) };
+        let mut i = 0;
+        while i < d {
+            let m = (d - i).min(8);
+            let ld = |l: usize| -> V {
+                if self.used & (1u64 << l) == 0 {
+                    return [0.0; 8];
+                }
+                let r = &self.acc[l * self.dim + i..l * self.dim + i + m];
+                std::array::from_fn(|k| if k < m { r[k] } else { 0.0 })
+            };
+            let x: [V; 16] = match self.order {
+                Order::Tiny16 => std::array::from_fn(ld),
+                Order::Vec64 => std::array::from_fn(|l| add(add(ld(l), ld(l + 32)), add(ld(l + 16), ld(l + 48)))),
+            };
+            let t: [V; 8] = std::array::from_fn(|k| add(x[k], x[k + 8]));
+            let v = add(add(add(t[0], t[4]), add(t[2], t[6])), add(add(t[1], t[5]), add(t[3], t[7])));
+            out[i..i + m].copy_from_slice(&v[..m]);
+            i += m;
+        }
+    }
+}
+
+/// ggml's `ggml_v_expf` (its AVX-512 form) for one value: a degree-5 polynomial on the
+/// reduced argument, scaled by 2^n; 0 below n = -192 (and +inf above 192).
+#[inline]
+pub fn expf_ggml(x: f32) -> f32 {
+    let r = f32::from_bits(0x4B40_0000); // 0x1.8p23
+    let z = x.mul_add(f32::from_bits(0x3FB8_AA3B), r); // 0x1.715476p+0
+    let n = z - r;
+    let b = (-n).mul_add(f32::from_bits(0x35BF_BE8E), (-n).mul_add(f32::from_bits(0x3F31_7200), x));
+    let u = b * b;
+    let j = f32::from_bits(0x3C07_2010)
+        .mul_add(b, f32::from_bits(0x3D2B_9F17))
+        .mul_add(u, f32::from_bits(0x3E2A_AF33).mul_add(b, f32::from_bits(0x3EFF_FEDB)))
+        .mul_add(u, f32::from_bits(0x3F7F_FFF6).mul_add(b, 1.0));
+    if n.abs() > 192.0 {
+        return if n <= 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    // scalef: one rounding of j·2^n (f64 holds the product exactly)
+    (j as f64 * (n as f64).exp2()) as f32
+}
+
+/// ggml's softmax of one score row, in place: `x[i]` is the score of key position
+/// `pos0 + i`; positions are grouped 16 at a time from position 0 (ggml's KV cells) and each
+/// group's exponentials are summed by [`reduce16`] into an f64 total. Masked keys (not in
+/// `x`) count as 0.
+pub fn softmax_ggml(x: &mut [f32], pos0: usize) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        x.fill(0.0);
+        return;
+    }
+    exp_sub(x, max);
+    let mut sum = 0f64;
+    let mut chunk = [0f32; 16];
+    let mut i = 0;
+    while i < x.len() {
+        let lane0 = (pos0 + i) % 16;
+        let take = (16 - lane0).min(x.len() - i);
+        chunk.fill(0.0);
+        chunk[lane0..lane0 + take].copy_from_slice(&x[i..i + take]);
+        sum += reduce16(&chunk) as f64;
+        i += take;
+    }
+    let inv = (1.0 / sum) as f32;
+    x.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// x[i] = expf_ggml(x[i] - max)
+fn exp_sub(x: &mut [f32], max: f32) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if isa() >= Isa::Avx2 {
+            // SAFETY: the ISA check guarantees AVX2/FMA.
+            return unsafe { x86::exp_sub(x, max) };
+        }
+    }
+    x.iter_mut().for_each(|v| *v = expf_ggml(*v - max));
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::{expf_ggml, Order};
+    use crate::quant::f16::f16_to_f32;
     use std::arch::x86_64::*;
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_f16(a: &[u16], b: &[u16]) -> f32 {
-        let n = a.len().min(b.len());
-        let (pa, pb) = (a.as_ptr(), b.as_ptr());
-        let mut acc = [_mm256_setzero_ps(); 4];
-        let mut i = 0;
-        while i + 32 <= n {
-            for (k, s) in acc.iter_mut().enumerate() {
-                let x = _mm256_cvtph_ps(_mm_loadu_si128(pa.add(i + 8 * k) as *const __m128i));
-                let y = _mm256_cvtph_ps(_mm_loadu_si128(pb.add(i + 8 * k) as *const __m128i));
-                *s = _mm256_fmadd_ps(x, y, *s);
-            }
-            i += 32;
-        }
-        let s = _mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]));
-        let h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-        let h = _mm_add_ss(h, _mm_movehdup_ps(h));
-        let mut r = _mm_cvtss_f32(h);
-        while i < n {
-            r += super::f16_to_f32(a[i]) * super::f16_to_f32(b[i]);
-            i += 1;
-        }
-        r
+    unsafe fn ld(p: *const u16) -> __m256 {
+        _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
     }
 
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn axpy_f16(out: &mut [f32], p: f32, v: &[u16]) {
-        let n = out.len().min(v.len());
+    pub unsafe fn dot_f16(a: &[u16], b: &[u16], order: Order) -> f32 {
+        let r = dot_f16_x4(a, b, a.len().min(b.len()), order);
+        r[0]
+    }
+
+    /// ggml's `hsum_float_8`
+    #[inline(always)]
+    unsafe fn hsum8(x: __m256) -> f32 {
+        let h = _mm_add_ps(_mm256_extractf128_ps::<1>(x), _mm256_castps256_ps128(x));
+        let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+    }
+
+    /// Up to 4 rows of `q` (`d` apart, `q.len() / d` of them) against `k`, chains interleaved.
+    /// [`super::reduce16`] of lanes 0..16 is `hsum8(lanes 0..8 + lanes 8..16)`, and
+    /// [`super::reduce64`] first folds registers (0+4)+(2+6) and (1+5)+(3+7) of 8 lanes.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn dot_f16_x4(q: &[u16], k: &[u16], d: usize, order: Order) -> [f32; 4] {
+        let rows = (q.len() / d.max(1)).min(4);
+        let w = order.width();
+        let np = d / w * w;
+        let regs = w / 8;
+        let pk = k.as_ptr();
+        let mut acc = [[_mm256_setzero_ps(); 8]; 4];
+        let mut i = 0;
+        while i < np {
+            for (r, ar) in acc.iter_mut().enumerate().take(rows) {
+                let pq = q.as_ptr().add(r * d);
+                for (j, s) in ar.iter_mut().enumerate().take(regs) {
+                    *s = _mm256_fmadd_ps(ld(pq.add(i + 8 * j)), ld(pk.add(i + 8 * j)), *s);
+                }
+            }
+            i += w;
+        }
+        let mut out = [0f32; 4];
+        for r in 0..rows {
+            let a = &acc[r];
+            out[r] = match order {
+                Order::Tiny16 => hsum8(_mm256_add_ps(a[0], a[1])),
+                Order::Vec64 => {
+                    let r0 = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+                    let r1 = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+                    let mut s = hsum8(_mm256_add_ps(r0, r1)) as f64;
+                    for j in np..d {
+                        s += (f16_to_f32(q[r * d + j]) * f16_to_f32(k[j])) as f64;
+                    }
+                    s as f32
+                }
+            };
+        }
+        out
+    }
+
+    /// acc[i] = fma(p, v[i], acc[i]) (`first`: fma(p, v[i], 0))
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub unsafe fn fma_f16(acc: &mut [f32], p: f32, v: &[u16], first: bool) {
+        let n = acc.len().min(v.len());
         let pv = _mm256_set1_ps(p);
         let mut i = 0;
         while i + 8 <= n {
-            let x = _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(i) as *const __m128i));
-            let o = _mm256_loadu_ps(out.as_ptr().add(i));
-            _mm256_storeu_ps(out.as_mut_ptr().add(i), _mm256_fmadd_ps(x, pv, o));
+            let o = if first { _mm256_setzero_ps() } else { _mm256_loadu_ps(acc.as_ptr().add(i)) };
+            _mm256_storeu_ps(acc.as_mut_ptr().add(i), _mm256_fmadd_ps(pv, ld(v.as_ptr().add(i)), o));
             i += 8;
         }
         while i < n {
-            out[i] += p * super::f16_to_f32(v[i]);
+            acc[i] = p.mul_add(crate::quant::f16::f16_to_f32(v[i]), if first { 0.0 } else { acc[i] });
             i += 1;
+        }
+    }
+
+    /// `expf_ggml(x - max)` 8 at a time; lanes whose result would leave the normal range
+    /// (|n| > 126) take the scalar path.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn exp_sub(x: &mut [f32], max: f32) {
+        let n = x.len();
+        let mut i = 0;
+        let c = |b: u32| _mm256_set1_ps(f32::from_bits(b));
+        let (r, mx) = (c(0x4B40_0000), _mm256_set1_ps(max));
+        while i + 8 <= n {
+            let v = _mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), mx);
+            let z = _mm256_fmadd_ps(v, c(0x3FB8_AA3B), r);
+            let nn = _mm256_sub_ps(z, r);
+            let b = _mm256_fnmadd_ps(nn, c(0x35BF_BE8E), _mm256_fnmadd_ps(nn, c(0x3F31_7200), v));
+            let u = _mm256_mul_ps(b, b);
+            let j = _mm256_fmadd_ps(
+                _mm256_fmadd_ps(_mm256_fmadd_ps(c(0x3C07_2010), b, c(0x3D2B_9F17)), u, _mm256_fmadd_ps(c(0x3E2A_AF33), b, c(0x3EFF_FEDB))),
+                u,
+                _mm256_fmadd_ps(c(0x3F7F_FFF6), b, _mm256_set1_ps(1.0)),
+            );
+            // 2^n for normal n: exponent bits (n + 127) << 23
+            let ni = _mm256_cvtps_epi32(nn);
+            let far = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(
+                _mm256_andnot_ps(_mm256_set1_ps(-0.0), nn),
+                _mm256_set1_ps(126.0),
+            ));
+            if far != 0 {
+                for v in &mut x[i..i + 8] {
+                    *v = expf_ggml(*v - max);
+                }
+            } else {
+                let pow = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127))));
+                _mm256_storeu_ps(x.as_mut_ptr().add(i), _mm256_mul_ps(j, pow));
+            }
+            i += 8;
+        }
+        for v in &mut x[i..] {
+            *v = expf_ggml(*v - max);
         }
     }
 }
@@ -92,18 +377,51 @@ mod tests {
     use super::*;
     use crate::quant::f16::f32_to_f16;
 
+    fn vecs(n: usize) -> (Vec<u16>, Vec<u16>) {
+        let a = (0..n).map(|i| f32_to_f16(((i * 37 % 101) as f32 - 50.0) / 17.0)).collect();
+        let b = (0..n).map(|i| f32_to_f16(((i * 53 % 89) as f32 - 44.0) / 13.0)).collect();
+        (a, b)
+    }
+
     #[test]
-    fn simd_matches_scalar() {
-        let a: Vec<u16> = (0..256).map(|i| f32_to_f16(((i * 37 % 101) as f32 - 50.0) / 17.0)).collect();
-        let b: Vec<u16> = (0..256).map(|i| f32_to_f16(((i * 53 % 89) as f32 - 44.0) / 13.0)).collect();
-        let (x, y) = (dot_f16(&a, &b), dot_f16_scalar(&a, &b));
-        assert!((x - y).abs() <= 1e-4 * y.abs().max(1.0), "{x} vs {y}");
-        let mut o1 = vec![0.5f32; 256];
-        let mut o2 = o1.clone();
-        axpy_f16(&mut o1, 0.37, &a);
-        axpy_f16_scalar(&mut o2, 0.37, &a);
-        for (p, q) in o1.iter().zip(&o2) {
-            assert!((p - q).abs() < 1e-5);
+    fn simd_matches_scalar_bit_for_bit() {
+        for n in [16, 64, 80, 256] {
+            let (a, b) = vecs(n);
+            for order in [Order::Tiny16, Order::Vec64] {
+                if order == Order::Tiny16 && n % 16 != 0 {
+                    continue;
+                }
+                let (x, y) = (dot_f16(&a, &b, order), dot_f16_scalar(&a, &b, order));
+                assert_eq!(x.to_bits(), y.to_bits(), "n={n} {order:?}");
+                let exact: f64 = a.iter().zip(&b).map(|(&p, &q)| f16_to_f32(p) as f64 * f16_to_f32(q) as f64).sum();
+                assert!((x as f64 - exact).abs() <= 1e-5 * exact.abs().max(1.0));
+            }
+        }
+        let xs: Vec<f32> = (0..203).map(|i| -(i as f32) * 0.37 + 3.0).collect();
+        let mut simd = xs.clone();
+        exp_sub(&mut simd, 3.0);
+        for (i, (&s, &x)) in simd.iter().zip(&xs).enumerate() {
+            assert_eq!(s.to_bits(), expf_ggml(x - 3.0).to_bits(), "exp at {i}");
+            let want = ((x - 3.0) as f64).exp();
+            assert!((s as f64 - want).abs() <= 2e-7 * want + 1e-37, "exp({}) = {s} vs {want}", x - 3.0);
+        }
+    }
+
+    #[test]
+    fn lanes_reduce_like_dot() {
+        let (a, b) = vecs(128);
+        for order in [Order::Tiny16, Order::Vec64] {
+            Lanes::with(order, 1, |l| {
+                for round in 0..2 {
+                    l.reset();
+                    for (j, &p) in a.iter().enumerate() {
+                        l.add(j, f16_to_f32(p), &b[j..j + 1]);
+                    }
+                    let mut out = [0f32];
+                    l.reduce_into(&mut out);
+                    assert_eq!(out[0].to_bits(), dot_f16_scalar(&a, &b, order).to_bits(), "round {round}");
+                }
+            });
         }
     }
 }

@@ -13,8 +13,11 @@
 //!   copied into place.
 //!
 //! A tile kernel's element is bit-identical to the type's `DotFn`, so a token's output does
-//! not depend on the split, the batch or prefill vs decode. Other types loop over the `DotFn`
-//! (or `DotRowsFn`) per output row.
+//! not depend on the split or the batch composition. The one exception is llama.cpp's own:
+//! for Q4_K and Q6_K it computes the first `quant::batch_tokens(ty, n)` tokens of a matmul in
+//! a batch order (`TileKernel::batch`, `scalar::dot_batch`), and so does this module, so that
+//! results match llama.cpp's bit for bit. Other types loop over the `DotFn` (or `DotRowsFn`)
+//! per output row.
 use super::pool::ThreadPool;
 use crate::quant::{self, activation, DotFn, DotRowsFn, GgmlType, TileKernel};
 use std::cell::RefCell;
@@ -34,6 +37,8 @@ pub struct Weight {
     pub dot_rows: Option<DotRowsFn>,
     /// Several rows × several tokens per call, when the type has a tile kernel.
     pub tile: Option<TileKernel>,
+    /// The dot in llama.cpp's batch order (Q4_K, Q6_K; see `quant::batch_tokens`).
+    pub dot_batch: Option<DotFn>,
 }
 
 // SAFETY: `Weight` only reads immutable mapped memory that the model keeps alive.
@@ -47,7 +52,8 @@ impl Weight {
         let dot_rows = quant::dot_rows_fn(ty);
         // the twin (bit-identical per element) of `quant::dot_fn(ty)`, which callers pass as `dot`
         let tile = quant::tile_kernel(ty);
-        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile }
+        let dot_batch = quant::scalar::dot_batch(ty);
+        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch }
     }
 
     #[inline]
@@ -116,16 +122,61 @@ const TOKEN_TILE: usize = 16;
 /// Output rows per task are a multiple of this (whole cache lines of f32 outputs).
 const ROW_ALIGN: usize = 16;
 
+/// Which tokens take the weight type's batch order (see the module doc).
+#[derive(Clone, Copy)]
+enum Order<'a> {
+    /// The first `n` tokens (llama.cpp's rule for one chunk, `quant::batch_tokens`).
+    First(usize),
+    /// Token t when `mask[t]`.
+    Mask(&'a [bool]),
+}
+
+impl Order<'_> {
+    fn batch(self, t: usize) -> bool {
+        match self {
+            Order::First(n) => t < n,
+            Order::Mask(m) => m.get(t).copied().unwrap_or(false),
+        }
+    }
+
+    /// `f(a, b, batch)` for the maximal runs `[a, b)` of `[t0, t1)` in one order.
+    fn runs(self, t0: usize, t1: usize, mut f: impl FnMut(usize, usize, bool)) {
+        let mut a = t0;
+        while a < t1 {
+            let o = self.batch(a);
+            let mut b = a + 1;
+            while b < t1 && self.batch(b) == o {
+                b += 1;
+            }
+            f(a, b, o);
+            a = b;
+        }
+    }
+}
+
 /// out[t, r] = Σ_k w[r, k] · x[t, k]   for t < n_tokens, r < n_out
-/// x: [n_tokens, n_in] row-major, out: [n_tokens, n_out] row-major.
+/// x: [n_tokens, n_in] row-major, out: [n_tokens, n_out] row-major. The tokens are one chunk
+/// as llama.cpp sees it (its batch orders by `quant::batch_tokens`).
 pub fn matmul(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch) {
+    matmul_masked(pool, w, x, n_tokens, out, scratch, None)
+}
+
+/// [`matmul`] with the batch order given per token (`batch[t]`; `model/orders.rs`) instead of
+/// by the chunk rule; `None` is the chunk rule.
+pub fn matmul_masked(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch, batch: Option<&[bool]>) {
     assert!(x.len() >= n_tokens * w.n_in && out.len() >= n_tokens * w.n_out);
     if n_tokens == 0 || w.n_out == 0 {
         return;
     }
+    let has_batch = w.tile.map_or(w.dot_batch.is_some(), |k| k.batch.is_some());
+    let order = match batch {
+        _ if !has_batch => Order::First(0),
+        Some(m) => Order::Mask(m),
+        None => Order::First(quant::batch_tokens(w.ty, n_tokens)),
+    };
     match w.tile {
-        Some(k) => matmul_tiled(pool, w, &k, x, n_tokens, out, scratch),
-        None => matmul_dots(pool, w, x, n_tokens, out, scratch),
+        Some(k) => matmul_tiled(pool, w, &k, x, n_tokens, out, scratch, order),
+        None => matmul_dots(pool, w, x, n_tokens, out, scratch, order),
     }
 }
 
@@ -142,7 +193,8 @@ fn prepare(vt: GgmlType, k: &TileKernel, n: usize, x: &[f32], q: &mut [u8], q_ro
     }
 }
 
-fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_tokens: usize, out: &mut [f32], s: &mut Scratch) {
+#[allow(clippy::too_many_arguments)]
+fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_tokens: usize, out: &mut [f32], s: &mut Scratch, order: Order) {
     let (n, n_out) = (w.n_in, w.n_out);
     let vt = quant::vec_dot_type(w.ty);
     let q_row = vt.row_bytes(n);
@@ -156,6 +208,8 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
         0
     };
     let run = k.run;
+    let batch = k.batch.unwrap_or(run);
+    let kernel = |b: bool| if b { batch } else { run };
     let n_threads = pool.n_threads();
 
     if n_tokens > 1 && n_tokens >= n_threads * k.cols {
@@ -182,7 +236,11 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
             };
             prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
             let a: &[u8] = if has_prep { p } else { q };
-            run(n, w.bytes(), w.row_bytes, n_out, a, a_row, nt, o, n_out);
+            // each run of tokens in one of llama.cpp's orders
+            order.runs(t0, t1, |ta, tb, b| {
+                let (a, o) = (&a[(ta - t0) * a_row..], &mut o[(ta - t0) * n_out..]);
+                kernel(b)(n, w.bytes(), w.row_bytes, n_out, a, a_row, tb - ta, o, n_out);
+            });
         });
         return;
     }
@@ -208,13 +266,15 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
         if n_tokens == 1 {
             // SAFETY: task c alone writes outputs r0..r1 of the single token (in bounds: `matmul`'s assert).
             let o = unsafe { std::slice::from_raw_parts_mut(op.0.add(r0), rows) };
-            run(n, wr, w.row_bytes, rows, a, a_row, 1, o, rows);
+            kernel(order.batch(0))(n, wr, w.row_bytes, rows, a, a_row, 1, o, rows);
             return;
         }
         TILE_OUT.with(|buf| {
             let mut buf = buf.borrow_mut();
             buf.resize(n_tokens * rows, 0.0);
-            run(n, wr, w.row_bytes, rows, a, a_row, n_tokens, &mut buf, rows);
+            order.runs(0, n_tokens, |ta, tb, b| {
+                kernel(b)(n, wr, w.row_bytes, rows, &a[ta * a_row..], a_row, tb - ta, &mut buf[ta * rows..], rows);
+            });
             for t in 0..n_tokens {
                 // SAFETY: task c alone writes outputs (t, r0..r1); `matmul`'s assert bounds them.
                 unsafe { std::ptr::copy_nonoverlapping(buf.as_ptr().add(t * rows), op.0.add(t * n_out + r0), rows) };
@@ -224,7 +284,7 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
 }
 
 /// Types without a tile kernel: one `DotFn` (or `DotRowsFn`) call per output row and tokens.
-fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch) {
+fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &mut [f32], scratch: &mut Scratch, order: Order) {
     let vt = quant::vec_dot_type(w.ty);
     let q_row = vt.row_bytes(w.n_in);
     scratch.q.clear();
@@ -245,6 +305,8 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
     let dot = w.dot;
     let dot_rows = w.dot_rows;
     let n = w.n_in;
+    let dot_batch = w.dot_batch.unwrap_or(dot);
+    let any_batch = (0..n_tokens).any(|t| order.batch(t));
     pool.run(n_chunks, |c| {
         #[allow(clippy::redundant_locals)]
         let optr = optr;
@@ -257,7 +319,7 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
             for r in r0..r1 {
                 let wr = w.row(r);
                 match dot_rows {
-                    Some(f) if t1 - t0 > 1 => {
+                    Some(f) if t1 - t0 > 1 && !any_batch => {
                         // weights decoded once for the whole token tile (bit-identical to `dot`)
                         let o = &mut tmp[..t1 - t0];
                         f(n, wr, &xq[t0 * q_row..t1 * q_row], q_row, o);
@@ -269,7 +331,8 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
                     _ => {
                         prefetch_row(w, r + PREFETCH_ROWS, r1);
                         for t in t0..t1 {
-                            let v = dot(n, wr, &xq[t * q_row..(t + 1) * q_row]);
+                            let f = if order.batch(t) { dot_batch } else { dot };
+                            let v = f(n, wr, &xq[t * q_row..(t + 1) * q_row]);
                             // SAFETY: (t, r) is written by exactly one task; in bounds by the assert in `matmul`.
                             unsafe { *optr.0.add(t * n_out + r) = v };
                         }
@@ -321,8 +384,9 @@ mod tests {
     }
 
     /// matmul (every split: 1 token, a few, many; 1 and 2 threads) against a naive loop over
-    /// the `DotFn` (bit-identical: tiles are its twins), and the naive loop against the scalar
-    /// reference on dequantized f32 weights within a tolerance.
+    /// the `DotFn` (bit-identical: tiles are its twins; the first `batch_tokens` tokens of Q4_K
+    /// and Q6_K against the scalar batch-order dot, which the batch tiles reproduce), and the
+    /// naive loop against the scalar reference on dequantized f32 weights within a tolerance.
     #[test]
     fn matmul_matches_naive_loop() {
         let mut seed = 11u64;
@@ -339,12 +403,14 @@ mod tests {
                 let mut want = vec![0f32; n_tokens * n_out];
                 let mut q = Vec::new();
                 let mut deq = vec![0f32; n_in];
+                let nb = quant::batch_tokens(ty, n_tokens);
                 for t in 0..n_tokens {
                     activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
+                    let f = if t < nb { scalar::dot_batch(ty).unwrap_or(dot) } else { dot };
                     for r in 0..n_out {
-                        want[t * n_out + r] = dot(n_in, w.row(r), &q);
+                        want[t * n_out + r] = f(n_in, w.row(r), &q);
                         // the scalar reference agrees up to f32 accumulation order
-                        let reference = scalar::dot(ty).unwrap()(n_in, w.row(r), &q);
+                        let reference = scalar::dot(ty).unwrap_or(dot)(n_in, w.row(r), &q);
                         w.dequantize_row(r, &mut deq);
                         let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
                         assert!((want[t * n_out + r] - reference).abs() <= 1e-4 * mag, "{} ({t}, {r})", ty.name());

@@ -5,5 +5,5 @@ pub mod matmul;
 pub mod ops;
 pub mod pool;
 
-pub use matmul::{matmul, Scratch, Weight};
+pub use matmul::{matmul, matmul_masked, Scratch, Weight};
 pub use pool::ThreadPool;

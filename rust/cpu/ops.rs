@@ -23,7 +23,8 @@ pub fn rms_norm_to(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 fn gelu_f32(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     const GELU_COEF_A: f32 = 0.044715;
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+    // as ggml's C compiles it: 1 + A·x·x contracted to fma(A·x, x, 1)
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0)).tanh())
 }
 
 fn gelu_table() -> &'static [f32] {
@@ -113,13 +114,32 @@ pub fn rope_cache(pos: usize, n_rot: usize, base: f32, freq_scale: f32, factors:
 }
 
 /// Rotate one head in place. NeoX style pairs (i, i + n_dims/2); normal style pairs (2i, 2i+1).
+/// As ggml's rope compiles (contracted): `fma(x0, cos, -(x1·sin))`, `fma(x0, sin, x1·cos)`.
 pub fn rope_apply(x: &mut [f32], n_dims: usize, neox: bool, cos: &[f32], sin: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has FMA (checked above).
+        return unsafe { rope_apply_fma(x, n_dims, neox, cos, sin) };
+    }
+    rope_body(x, n_dims, neox, cos, sin)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn rope_apply_fma(x: &mut [f32], n_dims: usize, neox: bool, cos: &[f32], sin: &[f32]) {
+    rope_body(x, n_dims, neox, cos, sin)
+}
+
+/// The rotation; `mul_add` is one instruction where the caller enables FMA, else libm's `fmaf`
+/// (the same value either way).
+#[inline(always)]
+fn rope_body(x: &mut [f32], n_dims: usize, neox: bool, cos: &[f32], sin: &[f32]) {
     let half = n_dims / 2;
     for i in 0..half {
         let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
         let (x0, x1) = (x[a], x[b]);
-        x[a] = x0 * cos[i] - x1 * sin[i];
-        x[b] = x0 * sin[i] + x1 * cos[i];
+        x[a] = x0.mul_add(cos[i], -(x1 * sin[i]));
+        x[b] = x0.mul_add(sin[i], x1 * cos[i]);
     }
 }
 

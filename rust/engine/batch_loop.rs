@@ -329,7 +329,9 @@ impl Loop {
                 self.context_shift(si);
             }
             let s = &self.slots[si];
-            self.spans.push(Span { slot: si, pos0: s.cells.n_past(), n: 1, logits: LogitRows::Last, ring_lo: s.cells.ring_lo });
+            // a generated token: one at a time (prompt_end 0; `model/orders.rs`)
+            let (pos0, ring_lo) = (s.cells.n_past(), s.cells.ring_lo);
+            self.spans.push(Span { slot: si, pos0, n: 1, logits: LogitRows::Last, ring_lo, prompt_end: 0, ubatch: 0 });
             self.tokens.push(pending);
             budget -= 1;
         }
@@ -349,7 +351,8 @@ impl Loop {
                 continue;
             }
             let logits = if take == left { LogitRows::Last } else { LogitRows::None };
-            self.spans.push(Span { slot: si, pos0: n_past, n: take, logits, ring_lo: s.cells.ring_lo });
+            let (ring_lo, prompt_end, ubatch) = (s.cells.ring_lo, t.prompt.len(), self.cfg.n_ubatch);
+            self.spans.push(Span { slot: si, pos0: n_past, n: take, logits, ring_lo, prompt_end, ubatch });
             self.tokens.extend_from_slice(&t.prompt[n_past..n_past + take]);
             budget -= take;
         }

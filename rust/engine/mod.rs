@@ -138,6 +138,7 @@ impl Engine {
             return Err(Error::ContextOverflow { n_tokens: n_past + tokens.len(), n_ctx: s.kv.slot_ctx });
         }
         out.clear();
+        let prompt_end = n_past + tokens.len();
         let chunks: Vec<&[u32]> = tokens.chunks(self.config.n_batch).collect();
         for (i, chunk) in chunks.iter().enumerate() {
             let last = i + 1 == chunks.len();
@@ -146,7 +147,8 @@ impl Engine {
                 LogitRows::Last if last => LogitRows::Last,
                 _ => LogitRows::None,
             };
-            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: r, ring_lo: 0 };
+            let (pos0, ubatch) = (s.cells.n_past(), self.config.n_batch);
+            let span = Span { slot: 0, pos0, n: chunk.len(), logits: r, ring_lo: 0, prompt_end, ubatch };
             let logits = self.model.forward(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
             out.extend_from_slice(logits);
             s.cells.push(chunk);
@@ -181,7 +183,8 @@ impl Engine {
         let e = self.model.config.n_embd;
         let mut out = Vec::with_capacity(tokens.len() * e);
         for chunk in tokens.chunks(self.config.n_batch) {
-            let span = Span { slot: 0, pos0: s.cells.n_past(), n: chunk.len(), logits: LogitRows::All, ring_lo: 0 };
+            let (pos0, ubatch) = (s.cells.n_past(), self.config.n_batch);
+            let span = Span { slot: 0, pos0, n: chunk.len(), logits: LogitRows::All, ring_lo: 0, prompt_end: tokens.len(), ubatch };
             let h = self.model.forward_hidden(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
             out.extend_from_slice(h);
             s.cells.push(chunk);

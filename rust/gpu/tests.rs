@@ -283,9 +283,9 @@ fn kv_store_and_attention_match_cpu() {
     let (kd, qd) = (n_head_kv * hd, n_head * hd);
     // (n_slots, cap, ring, window, queries)
     let cases: Vec<(usize, usize, bool, Option<usize>, Vec<QueryPos>)> = vec![
-        (2, 64, false, None, (0..5).map(|i| QueryPos { slot: 1, pos: 20 + i, ring_lo: 0 }).chain([QueryPos { slot: 0, pos: 3, ring_lo: 0 }]).collect()),
-        (1, 64, false, Some(8), (0..6).map(|i| QueryPos { slot: 0, pos: 30 + i, ring_lo: 0 }).collect()),
-        (2, 24, true, Some(16), (0..4).map(|i| QueryPos { slot: 1, pos: 50 + i, ring_lo: 40 }).chain([QueryPos { slot: 0, pos: 9, ring_lo: 0 }]).collect()),
+        (2, 64, false, None, (0..5).map(|i| QueryPos { slot: 1, pos: 20 + i, ring_lo: 0, batch_order: true }).chain([QueryPos { slot: 0, pos: 3, ring_lo: 0, batch_order: true }]).collect()),
+        (1, 64, false, Some(8), (0..6).map(|i| QueryPos { slot: 0, pos: 30 + i, ring_lo: 0, batch_order: true }).collect()),
+        (2, 24, true, Some(16), (0..4).map(|i| QueryPos { slot: 1, pos: 50 + i, ring_lo: 40, batch_order: true }).chain([QueryPos { slot: 0, pos: 9, ring_lo: 0, batch_order: true }]).collect()),
     ];
     for (ci, (n_slots, cap, ring, window, queries)) in cases.into_iter().enumerate() {
         let n = queries.len();

@@ -4,10 +4,12 @@
 use super::{Activation, Layer, Model};
 use crate::cpu::attention::{attention, AttnShape, QueryPos};
 use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu};
-use crate::cpu::{matmul, Scratch, ThreadPool};
+use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
 use crate::kv_cache::KvStore;
+use super::orders::{token_order, Masks};
+use super::probe::tap as probe;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogitRows {
@@ -25,6 +27,10 @@ pub struct Span {
     pub logits: LogitRows,
     /// The slot's `SeqCells::ring_lo` (0 when every key is held).
     pub ring_lo: usize,
+    /// Where the sequence's prompt ends (positions from there on are generated tokens) and
+    /// the chunk size of prompt evaluation: they pick llama.cpp's kernel orders (`orders.rs`).
+    pub prompt_end: usize,
+    pub ubatch: usize,
 }
 
 /// Preallocated activations for up to `cap` tokens; grows only when a larger batch arrives.
@@ -47,6 +53,8 @@ pub struct State {
     sin: Vec<f32>,
     pub logits: Vec<f32>,
     scratch: Scratch,
+    /// Per-token kernel orders (`orders.rs`).
+    masks: Masks,
     /// Device activations when layers are offloaded.
     gpu: Option<crate::gpu::Acts>,
 }
@@ -72,6 +80,7 @@ impl State {
         self.cap = n;
     }
 }
+
 
 impl Model {
     /// Run a batch through the model: `tokens` is the concatenation of the spans' tokens
@@ -120,12 +129,24 @@ impl Model {
         let e = c.n_embd;
         st.queries.clear();
         st.sel.clear();
+        st.masks.clear();
         for sp in spans {
             let t0 = st.queries.len();
-            st.queries.extend((sp.pos0..sp.pos0 + sp.n).map(|pos| QueryPos { slot: sp.slot, pos, ring_lo: sp.ring_lo }));
+            for pos in sp.pos0..sp.pos0 + sp.n {
+                let o = token_order(pos, sp.prompt_end, sp.ubatch);
+                st.queries.push(QueryPos { slot: sp.slot, pos, ring_lo: sp.ring_lo, batch_order: o.attn });
+                st.masks.push(o);
+                if sp.logits == LogitRows::All {
+                    st.masks.push_out(o);
+                }
+            }
             match sp.logits {
                 LogitRows::None => {}
-                LogitRows::Last => st.sel.push(t0 + sp.n - 1),
+                // a row asked for alone is a one-row output matmul in llama.cpp
+                LogitRows::Last => {
+                    st.sel.push(t0 + sp.n - 1);
+                    st.masks.push_out(Default::default());
+                }
                 LogitRows::All => st.sel.extend(t0..t0 + sp.n),
             }
         }
@@ -141,6 +162,7 @@ impl Model {
                     row.iter_mut().for_each(|v| *v *= c.embd_scale);
                 }
             }
+            probe("inp_scaled", None, &mut st.x[..n * e]);
         }
         for (il, layer) in self.layers.iter().enumerate().take(first_gpu) {
             self.layer(pool, st, kv, il, layer, n, spans)?;
@@ -167,11 +189,13 @@ impl Model {
             }
             rms_norm(&mut st.x[dst..dst + e], &self.output_norm, c.rms_eps);
         }
+        probe("result_norm", None, &mut st.x[..nr * e]);
         if hidden {
             return Ok(&st.x[..nr * e]);
         }
         st.logits.resize(nr * c.n_vocab, 0.0);
-        matmul(pool, &self.output, &st.x[..nr * e], nr, &mut st.logits, &mut st.scratch);
+        matmul_masked(pool, &self.output, &st.x[..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(self.output.ty));
+        probe("result_output", None, &mut st.logits[..nr * c.n_vocab]);
         Ok(&st.logits[..nr * c.n_vocab])
     }
 
@@ -186,9 +210,10 @@ impl Model {
         for t in 0..n {
             rms_norm(&mut st.h[t * e..(t + 1) * e], &l.attn_norm, c.rms_eps);
         }
+        probe("attn_norm", Some(il), &mut st.h[..n * e]);
         // q, k, v projections                                          [n, qd] [n, kd] [n, vdim]
         if let Some(wqkv) = &l.wqkv {
-            matmul(pool, wqkv, &st.h[..n * e], n, &mut st.qkv, &mut st.scratch);
+            matmul_masked(pool, wqkv, &st.h[..n * e], n, &mut st.qkv, &mut st.scratch, st.masks.tokens(wqkv.ty));
             let w = qd + kd + vdim;
             for t in 0..n {
                 let r = &st.qkv[t * w..(t + 1) * w];
@@ -197,9 +222,12 @@ impl Model {
                 st.v[t * vdim..(t + 1) * vdim].copy_from_slice(&r[qd + kd..]);
             }
         } else if let (Some(wq), Some(wk), Some(wv)) = (&l.wq, &l.wk, &l.wv) {
-            matmul(pool, wq, &st.h[..n * e], n, &mut st.q, &mut st.scratch);
-            matmul(pool, wk, &st.h[..n * e], n, &mut st.k, &mut st.scratch);
-            matmul(pool, wv, &st.h[..n * e], n, &mut st.v, &mut st.scratch);
+            matmul_masked(pool, wq, &st.h[..n * e], n, &mut st.q, &mut st.scratch, st.masks.tokens(wq.ty));
+            matmul_masked(pool, wk, &st.h[..n * e], n, &mut st.k, &mut st.scratch, st.masks.tokens(wk.ty));
+            matmul_masked(pool, wv, &st.h[..n * e], n, &mut st.v, &mut st.scratch, st.masks.tokens(wv.ty));
+            probe("Qcur", Some(il), &mut st.q[..n * qd]);
+            probe("Kcur", Some(il), &mut st.k[..n * kd]);
+            probe("Vcur", Some(il), &mut st.v[..n * vdim]);
         }
         for (buf, bias, dim) in [(&mut st.q, &l.bq, qd), (&mut st.k, &l.bk, kd), (&mut st.v, &l.bv, vdim)] {
             if let Some(b) = bias {
@@ -215,6 +243,8 @@ impl Model {
         if let Some(w) = &l.k_norm {
             st.k[..n * kd].chunks_exact_mut(hd).for_each(|h| rms_norm(h, w, c.rms_eps));
         }
+        probe("Qcur_normed", Some(il), &mut st.q[..n * qd]);
+        probe("Kcur_normed", Some(il), &mut st.k[..n * kd]);
         // RoPE on q and k, per token position
         let swa = c.is_swa(il);
         let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
@@ -233,6 +263,8 @@ impl Model {
         if c.q_scale != 1.0 {
             st.q[..n * qd].iter_mut().for_each(|v| *v *= c.q_scale);
         }
+        probe("Qrope", Some(il), &mut st.q[..n * qd]);
+        probe("Krope", Some(il), &mut st.k[..n * kd]);
         let mut t0 = 0;
         for sp in spans {
             kv.store(il, sp.slot, sp.pos0, &st.k[t0 * kd..], &st.v[t0 * vdim..], sp.n);
@@ -250,42 +282,53 @@ impl Model {
         let lkv = &kv.layers[il];
         let ring = !kv.is_full(il);
         attention(pool, &shape, &st.q[..n * qd], &lkv.k, &lkv.v, lkv.cap, ring, &st.queries, &mut st.attn);
+        probe("kqv_out", Some(il), &mut st.attn[..n * c.n_head * vd]);
         // o = Wo · attn                                                  [n, e]
         let ad = c.n_head * vd;
-        matmul(pool, &l.wo, &st.attn[..n * ad], n, &mut st.o, &mut st.scratch);
+        matmul_masked(pool, &l.wo, &st.attn[..n * ad], n, &mut st.o, &mut st.scratch, st.masks.tokens(l.wo.ty));
+        probe("attn_o", Some(il), &mut st.o[..n * e]);
         if let Some(w) = &l.post_attn_norm {
             st.o[..n * e].chunks_exact_mut(e).for_each(|r| rms_norm(r, w, c.rms_eps));
         }
+        probe("attn_post_norm", Some(il), &mut st.o[..n * e]);
         add_inplace(&mut st.x[..n * e], &st.o[..n * e]);
+        probe("sa_out", Some(il), &mut st.x[..n * e]);
 
         // FFN: h = RMSNorm(x) · ffn_norm; act(gate·h) ⊙ (up·h); down
         st.h[..n * e].copy_from_slice(&st.x[..n * e]);
         for t in 0..n {
             rms_norm(&mut st.h[t * e..(t + 1) * e], &l.ffn_norm, c.rms_eps);
         }
+        probe("ffn_norm", Some(il), &mut st.h[..n * e]);
         let f = c.n_ff;
         if let Some(gate) = &l.gate {
-            matmul(pool, gate, &st.h[..n * e], n, &mut st.gate, &mut st.scratch);
-            matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
+            matmul_masked(pool, gate, &st.h[..n * e], n, &mut st.gate, &mut st.scratch, st.masks.tokens(gate.ty));
+            matmul_masked(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch, st.masks.tokens(l.up.ty));
         } else {
             // fused [gate; up] rows (Phi-3): split each token's [2f] output in halves,
             // compacting up in place front to back (row t's destination [t·f, (t+1)·f) lies
             // before its own source [2t·f + f, ..) and after every earlier row's source).
-            matmul(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch);
+            matmul_masked(pool, &l.up, &st.h[..n * e], n, &mut st.up, &mut st.scratch, st.masks.tokens(l.up.ty));
             for t in 0..n {
                 st.gate[t * f..(t + 1) * f].copy_from_slice(&st.up[t * 2 * f..t * 2 * f + f]);
                 st.up.copy_within(t * 2 * f + f..(t + 1) * 2 * f, t * f);
             }
         }
+        probe("ffn_gate", Some(il), &mut st.gate[..n * f]);
+        probe("ffn_up", Some(il), &mut st.up[..n * f]);
         match c.activation {
             Activation::GeluTanh => geglu(&mut st.gate[..n * f], &st.up[..n * f]),
             Activation::Silu => swiglu(&mut st.gate[..n * f], &st.up[..n * f]),
         }
-        matmul(pool, &l.down, &st.gate[..n * f], n, &mut st.o, &mut st.scratch);
+        probe("ffn_geglu", Some(il), &mut st.gate[..n * f]);
+        matmul_masked(pool, &l.down, &st.gate[..n * f], n, &mut st.o, &mut st.scratch, st.masks.tokens(l.down.ty));
+        probe("ffn_out", Some(il), &mut st.o[..n * e]);
         if let Some(w) = &l.post_ffn_norm {
             st.o[..n * e].chunks_exact_mut(e).for_each(|r| rms_norm(r, w, c.rms_eps));
         }
+        probe("ffn_post_norm", Some(il), &mut st.o[..n * e]);
         add_inplace(&mut st.x[..n * e], &st.o[..n * e]);
+        probe("l_out", Some(il), &mut st.x[..n * e]);
         Ok(())
     }
 }

@@ -3,6 +3,8 @@
 pub mod config;
 mod forward;
 mod kv;
+mod orders;
+mod probe;
 mod weights;
 
 pub use config::{Activation, Arch, Config, SUPPORTED_ARCHS};

@@ -161,8 +161,8 @@ row_wrappers! {
     dot_q5_1, rows_q5_1 => q5_1_q8_1, 32, 24, 36;
     dot_q8_0, rows_q8_0 => q8_0_q8_0, 32, 34, 34;
     dot_iq4_nl, rows_iq4_nl => iq4_nl_q8_0, 32, 18, 34;
-    dot_q4_k, rows_q4_k => q4_k_q8_k, 256, 144, 292;
-    dot_q6_k, rows_q6_k => q6_k_q8_k, 256, 210, 292;
+    dot_q4_k, rows_q4_k => q4_k_gemv, 256, 144, 292;
+    dot_q6_k, rows_q6_k => q6_k_vec, 256, 210, 292;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -208,6 +208,19 @@ pub(super) unsafe fn load256(p: *const u8) -> __m256i {
 #[inline(always)]
 pub(super) unsafe fn load128(p: *const u8) -> __m128i {
     _mm_loadu_si128(p as *const __m128i)
+}
+
+/// Σ of the 8 i32 lanes (exact).
+#[inline(always)]
+pub(super) unsafe fn hsum_i32x8(v: __m256i) -> i32 {
+    hsum_i32x4(_mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v)))
+}
+
+/// Σ of the 4 i32 lanes (exact).
+#[inline(always)]
+pub(super) unsafe fn hsum_i32x4(v: __m128i) -> i32 {
+    let s = _mm_add_epi32(v, _mm_shuffle_epi32::<0b01_00_11_10>(v));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
 }
 
 /// ggml `hsum_float_8`.

@@ -6,7 +6,7 @@
 //! Callers (`avx2.rs` wrappers) guarantee avx2+fma+f16c and that `nb` blocks are readable
 //! from `w` and from every activation row.
 use super::avx2::{
-    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, iq4_values, k4_mins_dot, k4_scales_mins, load128, load256,
+    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, k4_mins_dot, k4_scales_mins, load128, load256,
     q3_k_scales, rd_f32, scale_pair, shr2s,
 };
 use core::arch::x86_64::*;
@@ -76,16 +76,18 @@ pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
 
 // block_q4_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qs[128] @16; }
 // One weight block decoded once, dotted with C activation rows, for RW weight rows (same ops
-// per (row, token) for any RW, C).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q4_k_q8_k<const RW: usize, const C: usize>(
+// per (row, token) for any RW, C). f32 in the order of llama.cpp's repacked Q4_K kernels:
+// `BATCH = false` its gemv (`scalar::dot_q4_k_q8_k`), `BATCH = true` its gemm
+// (`scalar::dot_q4_k_q8_k_gemm`).
+#[inline(always)]
+pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usize>(
     nb: usize,
     w: [*const u8; RW],
     a: [*const u8; C],
 ) -> [[f32; C]; RW] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [[_mm256_setzero_ps(); C]; RW];
-    let mut acc_m = [[_mm_setzero_ps(); C]; RW];
+    let mut acc = [[0f32; C]; RW];
+    let mut acc_m = [[0f32; C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(144 * i);
@@ -94,6 +96,13 @@ pub(super) unsafe fn q4_k_q8_k<const RW: usize, const C: usize>(
             let sc = _mm_cvtepu8_epi16(sm);
             let scales = _mm256_set_m128i(sc, sc);
             let mut sumi = [_mm256_setzero_si256(); C];
+            // llama.cpp's gemm takes the min term per 64-element group: lane j of these
+            let mut mins_v = [_mm_setzero_si128(); C];
+            if BATCH {
+                for t in 0..C {
+                    mins_v[t] = k4_mins_dot(sm, a[t].add(292 * i + 260));
+                }
+            }
             for j in 0..4 {
                 let bits = load256(wb.add(16 + 32 * j));
                 let q4l = _mm256_and_si256(bits, m4);
@@ -105,20 +114,39 @@ pub(super) unsafe fn q4_k_q8_k<const RW: usize, const C: usize>(
                     let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(y.add(32))));
                     sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
                 }
+                if BATCH {
+                    // gemm: each 64-element group into the chains
+                    for t in 0..C {
+                        let dy = rd_f32(a[t].add(292 * i));
+                        let mins = mins_v[t];
+                        let mj = _mm_cvtsi128_si32(match j {
+                            0 => mins,
+                            1 => _mm_srli_si128::<4>(mins),
+                            2 => _mm_srli_si128::<8>(mins),
+                            _ => _mm_srli_si128::<12>(mins),
+                        });
+                        acc_m[r][t] = (mj as f32).mul_add(mw * dy, acc_m[r][t]);
+                        acc[r][t] = (hsum_i32x8(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
+                        sumi[t] = _mm256_setzero_si256();
+                    }
+                }
+            }
+            if BATCH {
+                continue;
             }
             for t in 0..C {
                 let ab = a[t].add(292 * i);
                 let dy = rd_f32(ab);
-                let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
-                acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r][t]);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
+                let mins = hsum_i32x4(k4_mins_dot(sm, ab.add(260)));
+                acc_m[r][t] = (mins as f32).mul_add(mw * dy, acc_m[r][t]);
+                acc[r][t] = (hsum_i32x8(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = hsum_f32x8(acc[r][t]) + hsum_f32x4(acc_m[r][t]);
+            out[r][t] = acc[r][t] - acc_m[r][t];
         }
     }
     out
@@ -164,9 +192,11 @@ pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
 // block_q6_K { u8 ql[128]; u8 qh[64] @128; i8 scales[16] @192; f16 d @208; }
 // Σ sc·(q6 - 32)·q8 = Σ sc·q6·q8 - 32·Σ_g sc[g]·bsums[g]  (q6 in 0..64 for maddubs).
 // One weight block decoded once, dotted with C activation rows, for RW weight rows (same ops
-// per (row, token) for any RW, C).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q6_k_q8_k<const RW: usize, const C: usize>(
+// per (row, token) for any RW, C). f32: `BATCH = false` in the order of ggml's AVX2
+// `ggml_vec_dot_q6_K_q8_K` (8 lanes, `fma(d, lanes, acc)`, `hsum`); `BATCH = true` in the
+// order of llama.cpp's tiled kernel (`scalar::dot_q6_k_q8_k_tiled`).
+#[inline(always)]
+pub(super) unsafe fn q6_k_q8_k<const BATCH: bool, const RW: usize, const C: usize>(
     nb: usize,
     w: [*const u8; RW],
     a: [*const u8; C],
@@ -174,6 +204,7 @@ pub(super) unsafe fn q6_k_q8_k<const RW: usize, const C: usize>(
     let m4 = _mm256_set1_epi8(0x0f);
     let m3 = _mm256_set1_epi8(3);
     let mut acc = [[_mm256_setzero_ps(); C]; RW];
+    let mut tot = [[0f32; C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(210 * i);
@@ -213,15 +244,19 @@ pub(super) unsafe fn q6_k_q8_k<const RW: usize, const C: usize>(
                 }
             }
             for t in 0..C {
-                let d = rd_f32(a[t].add(292 * i)) * dw;
-                acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
+                let dy = rd_f32(a[t].add(292 * i));
+                if BATCH {
+                    tot[r][t] = (hsum_i32x8(sumi[t]) as f32 * dw).mul_add(dy, tot[r][t]);
+                } else {
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi[t]), acc[r][t]);
+                }
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = hsum_f32x8(acc[r][t]);
+            out[r][t] = if BATCH { tot[r][t] } else { hsum_f32x8(acc[r][t]) };
         }
     }
     out
@@ -246,4 +281,21 @@ pub(super) unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum_f32x8(acc)
+}
+
+/// The four orders as entry points (ggml's vec / llama.cpp's batch kernels).
+macro_rules! k_orders {
+    ($($name:ident => $body:ident, $batch:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $name<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+            $body::<{ $batch }, RW, C>(nb, w, a)
+        }
+    )*};
+}
+
+k_orders! {
+    q4_k_gemv => q4_k_q8_k, false;
+    q4_k_gemm => q4_k_q8_k, true;
+    q6_k_vec => q6_k_q8_k, false;
+    q6_k_tiled => q6_k_q8_k, true;
 }

@@ -19,6 +19,9 @@ pub(super) trait Block32 {
     /// `{ f16 d; f16 s; i8 qs[32] }` and an `m·s` term. Otherwise signed values and Q8_0
     /// activations `{ f16 d; i8 qs[32] }`.
     const MIN: bool;
+    /// Two accumulator chains (even / odd blocks, summed before the final `hsum`), as ggml's
+    /// AVX2 IQ4_NL kernel does; every other type keeps ggml's single chain.
+    const PAIRED: bool = false;
     /// Block `i`: the 32 values (i8, or u8 when `MIN`), d and m (0 when not `MIN`).
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32);
 }
@@ -61,8 +64,9 @@ unsafe fn step<B: Block32, const VNNI: bool, const C: usize>(
 }
 
 /// Σ over `nb` blocks of d_w·d_a·Σ(w·a) (+ m·s), for each of `RW` weight rows × `C` activation
-/// rows (`[r][t]`). Two accumulators per (row, token) (even / odd blocks) keep two FMA chains
-/// in flight; each (row, token) sees the same operations for any `RW`, `C`.
+/// rows (`[r][t]`), in ggml's order (`scalar::fma_lanes`: one FMA chain per (row, token),
+/// block after block; two for `PAIRED` types); each (row, token) sees the same operations
+/// for any `RW`, `C`.
 #[inline(always)]
 pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, const C: usize>(
     nb: usize,
@@ -76,7 +80,8 @@ pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, con
     while i + 2 <= nb {
         for r in 0..RW {
             step::<B, VNNI, C>(w[r], &a, i, &mut acc0[r], &mut summs[r]);
-            step::<B, VNNI, C>(w[r], &a, i + 1, &mut acc1[r], &mut summs[r]);
+            let odd = if B::PAIRED { &mut acc1[r] } else { &mut acc0[r] };
+            step::<B, VNNI, C>(w[r], &a, i + 1, odd, &mut summs[r]);
         }
         i += 2;
     }
@@ -88,7 +93,8 @@ pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, con
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = hsum_f32x8(_mm256_add_ps(acc0[r][t], acc1[r][t]));
+            let v = if B::PAIRED { _mm256_add_ps(acc0[r][t], acc1[r][t]) } else { acc0[r][t] };
+            out[r][t] = hsum_f32x8(v);
             if B::MIN {
                 out[r][t] += summs[r][t];
             }
@@ -173,6 +179,7 @@ pub(super) struct BIQ4_NL;
 
 impl Block32 for BIQ4_NL {
     const MIN: bool = false;
+    const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
         let wb = w.add(18 * i);

@@ -14,7 +14,7 @@
 //!
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
-use super::avx2::{fp16, fp16x2, hsum_f32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
+use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
@@ -45,8 +45,6 @@ fn kernels(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
     Some(match (ty, vnni) {
         (Q4_K, false) => (dot_q4_k, rows_q4_k),
         (Q4_K, true) => (dot_q4_k_vnni, rows_q4_k_vnni),
-        (Q6_K, false) => (dot_q6_k, rows_q6_k),
-        (Q6_K, true) => (dot_q6_k_vnni, rows_q6_k_vnni),
         (Q8_0, true) => (dot_q8_0_vnni, rows_q8_0_vnni),
         (Q5_0, true) => (dot_q5_0_vnni, rows_q5_0_vnni),
         (Q4_0, true) => (dot_q4_0_vnni, rows_q4_0_vnni),
@@ -77,7 +75,6 @@ pub(super) fn variants(ty: GgmlType) -> Vec<(&'static str, DotFn, DotRowsFn)> {
     }
     match ty {
         GgmlType::Q4_K => v.push(("avx512-plain", dot_q4_k, rows_q4_k)),
-        GgmlType::Q6_K => v.push(("avx512-plain", dot_q6_k, rows_q6_k)),
         _ => {}
     }
     if let (true, Some((d, r))) = (has_vnni(), kernels(ty)) {
@@ -110,21 +107,24 @@ vnni32! {
 // 512-bit K-quant kernels: one generic `#[inline(always)]` body per type, instantiated with
 // and without VNNI inside functions that enable the features.
 macro_rules! k512 {
-    ($($body:ident => $plain:ident / $vnni:ident;)*) => {$(
+    ($($body:ident, $batch:expr => $plain:ident / $vnni:ident;)*) => {$(
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
         unsafe fn $plain<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
-            $body::<false, RW, C>(nb, w, a)
+            $body::<false, { $batch }, RW, C>(nb, w, a)
         }
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
         unsafe fn $vnni<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
-            $body::<true, RW, C>(nb, w, a)
+            $body::<true, { $batch }, RW, C>(nb, w, a)
         }
     )*};
 }
 
+// Q4_K in both of llama.cpp's orders (gemv, gemm); Q6_K in its tiled (batch) order only: its
+// one-token order is ggml's AVX2 `vec_dot`, whose 8-lane accumulation the AVX2 kernel has.
 k512! {
-    q4_k_body => k_q4_k / k_q4_k_vnni;
-    q6_k_body => k_q6_k / k_q6_k_vnni;
+    q4_k_body, false => k_q4_k / k_q4_k_vnni;
+    q4_k_body, true => k_q4_k_gemm / k_q4_k_gemm_vnni;
+    q6_k_body, true => k_q6_k_tiled / k_q6_k_tiled_vnni;
 }
 
 // Safe wrappers (SAFETY: handed out only by `kernels`, after the features of each build were
@@ -138,8 +138,6 @@ row_wrappers! {
     dot_iq4_nl_vnni, rows_iq4_nl_vnni => k_iq4_nl_vnni, 32, 18, 34;
     dot_q4_k, rows_q4_k => k_q4_k, 256, 144, 292;
     dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, 256, 144, 292;
-    dot_q6_k, rows_q6_k => k_q6_k, 256, 210, 292;
-    dot_q6_k_vnni, rows_q6_k_vnni => k_q6_k_vnni, 256, 210, 292;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -189,14 +187,14 @@ unsafe fn load512(p: *const u8) -> __m512i {
 // i16 lanes 0..16 take scale 2j, lanes 16..32 scale 2j+1.
 
 #[inline(always)]
-unsafe fn q4_k_body<const VNNI: bool, const RW: usize, const C: usize>(
+unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const C: usize>(
     nb: usize,
     w: [*const u8; RW],
     a: [*const u8; C],
 ) -> [[f32; C]; RW] {
     let m4 = _mm256_set1_epi8(0x0f);
-    let mut acc = [[_mm512_setzero_ps(); C]; RW];
-    let mut acc_m = [[_mm_setzero_ps(); C]; RW];
+    let mut acc = [[0f32; C]; RW];
+    let mut acc_m = [[0f32; C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(144 * i);
@@ -207,6 +205,13 @@ unsafe fn q4_k_body<const VNNI: bool, const RW: usize, const C: usize>(
             let sm = k4_scales_mins(wb.add(4));
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
+            // llama.cpp's gemm takes the min term per 64-element group: lane j of these
+            let mut mins_v = [_mm_setzero_si128(); C];
+            if BATCH {
+                for t in 0..C {
+                    mins_v[t] = k4_mins_dot(sm, a[t].add(292 * i + 260));
+                }
+            }
             for j in 0..4 {
                 let bits = load256(wb.add(16 + 32 * j));
                 let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
@@ -220,20 +225,39 @@ unsafe fn q4_k_body<const VNNI: bool, const RW: usize, const C: usize>(
                     let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(292 * i + 4 + 64 * j)));
                     sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
                 }
+                if BATCH {
+                    // llama.cpp's gemm: each 64-element group into the chains
+                    for t in 0..C {
+                        let dy = rd_f32(a[t].add(292 * i));
+                        let mins = mins_v[t];
+                        let mj = _mm_cvtsi128_si32(match j {
+                            0 => mins,
+                            1 => _mm_srli_si128::<4>(mins),
+                            2 => _mm_srli_si128::<8>(mins),
+                            _ => _mm_srli_si128::<12>(mins),
+                        });
+                        acc_m[r][t] = (mj as f32).mul_add(mw * dy, acc_m[r][t]);
+                        acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
+                        sumi[t] = _mm512_setzero_si512();
+                    }
+                }
+            }
+            if BATCH {
+                continue;
             }
             for t in 0..C {
                 let ab = a[t].add(292 * i);
                 let dy = rd_f32(ab);
-                let mins = _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260)));
-                acc_m[r][t] = _mm_fmadd_ps(_mm_set1_ps(-dy * mw), mins, acc_m[r][t]);
-                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(dy * dw), _mm512_cvtepi32_ps(sumi[t]), acc[r][t]);
+                let mins = hsum_i32x4(k4_mins_dot(sm, ab.add(260)));
+                acc_m[r][t] = (mins as f32).mul_add(mw * dy, acc_m[r][t]);
+                acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = _mm512_reduce_add_ps(acc[r][t]) + hsum_f32x4(acc_m[r][t]);
+            out[r][t] = acc[r][t] - acc_m[r][t];
         }
     }
     out
@@ -249,7 +273,7 @@ static GROUP_IDX: [u16; 32] =
     [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3];
 
 #[inline(always)]
-unsafe fn q6_k_body<const VNNI: bool, const RW: usize, const C: usize>(
+unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const C: usize>(
     nb: usize,
     w: [*const u8; RW],
     a: [*const u8; C],
@@ -260,7 +284,7 @@ unsafe fn q6_k_body<const VNNI: bool, const RW: usize, const C: usize>(
     let sh01 = join(_mm256_setzero_si256(), _mm256_set1_epi16(2));
     let sh23 = join(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
     let gidx = load512(GROUP_IDX.as_ptr() as *const u8);
-    let mut acc = [[_mm512_setzero_ps(); C]; RW];
+    let mut acc = [[0f32; C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(210 * i);
@@ -292,15 +316,16 @@ unsafe fn q6_k_body<const VNNI: bool, const RW: usize, const C: usize>(
                 }
             }
             for t in 0..C {
-                let d = rd_f32(a[t].add(292 * i)) * dw;
-                acc[r][t] = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi[t]), acc[r][t]);
+                // llama.cpp's tiled kernel: per superblock fma(f32(Σ) · d_w, d_a, total)
+                let dy = rd_f32(a[t].add(292 * i));
+                acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32 * dw).mul_add(dy, acc[r][t]);
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+            out[r][t] = acc[r][t];
         }
     }
     out
@@ -344,8 +369,10 @@ const K_GEMV_ROWS: usize = 4;
 k_tiles! {
     TQ4_K, run_q4_k => k_q4_k, 144;
     TQ4_K_VNNI, run_q4_k_vnni => k_q4_k_vnni, 144;
-    TQ6_K, run_q6_k => k_q6_k, 210;
-    TQ6_K_VNNI, run_q6_k_vnni => k_q6_k_vnni, 210;
+    TQ4_K_GEMM, run_q4_k_gemm => k_q4_k_gemm, 144;
+    TQ4_K_GEMM_VNNI, run_q4_k_gemm_vnni => k_q4_k_gemm_vnni, 144;
+    TQ6_K_TILED, run_q6_k_tiled => k_q6_k_tiled, 210;
+    TQ6_K_TILED_VNNI, run_q6_k_tiled_vnni => k_q6_k_tiled_vnni, 210;
 }
 
 /// The AVX-512 K-quant tile kernel for `ty` (the twin of [`dot`]'s), or `None`.
@@ -354,14 +381,22 @@ pub(super) fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
         return None;
     }
     let vnni = is_x86_feature_detected!("avx512vnni");
-    let run: TileFn = match (ty, vnni) {
-        (GgmlType::Q4_K, false) => run_q4_k,
-        (GgmlType::Q4_K, true) => run_q4_k_vnni,
-        (GgmlType::Q6_K, false) => run_q6_k,
-        (GgmlType::Q6_K, true) => run_q6_k_vnni,
+    let (run, batch): (TileFn, TileFn) = match (ty, vnni) {
+        (GgmlType::Q4_K, false) => (run_q4_k, run_q4_k_gemm),
+        (GgmlType::Q4_K, true) => (run_q4_k_vnni, run_q4_k_gemm_vnni),
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, cols: K_COLS })
+    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, cols: K_COLS, batch: Some(batch) })
+}
+
+/// `k` (an AVX2 tile kernel) with its batch order run by the AVX-512 build where there is one:
+/// Q6_K (whose one-token order is the AVX2 kernel's).
+pub(super) fn with_batch(ty: GgmlType, k: TileKernel) -> TileKernel {
+    if ty != GgmlType::Q6_K || !has_avx512() {
+        return k;
+    }
+    let batch: TileFn = if is_x86_feature_detected!("avx512vnni") { run_q6_k_tiled_vnni } else { run_q6_k_tiled };
+    TileKernel { batch: Some(batch), ..k }
 }
 
 /// The plain (non-VNNI) K-quant tiles, for tests on VNNI machines.
@@ -372,7 +407,6 @@ pub(super) fn plain_tile(ty: GgmlType) -> Option<TileFn> {
     }
     match ty {
         GgmlType::Q4_K => Some(run_q4_k),
-        GgmlType::Q6_K => Some(run_q6_k),
         _ => None,
     }
 }
@@ -385,7 +419,7 @@ pub(super) fn k_shapes() -> Vec<(&'static str, TileFn, TileFn)> {
         ($($name:expr => $rw:expr, $c:expr;)*) => {
             vec![$(($name,
                 (|n, w, ws, rows, a, as_, cols, out, os| drive::<TQ4_K_VNNI, { $rw }, { $c }, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)) as TileFn,
-                (|n, w, ws, rows, a, as_, cols, out, os| drive::<TQ6_K_VNNI, { $rw }, { $c }, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)) as TileFn,
+                (|n, w, ws, rows, a, as_, cols, out, os| drive::<TQ6_K_TILED_VNNI, { $rw }, { $c }, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)) as TileFn,
             )),*]
         };
     }

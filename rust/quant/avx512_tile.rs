@@ -1,11 +1,12 @@
 //! AVX-512 VNNI tile kernels for the 32-element block types (Q8_0, Q5_0, Q4_0, IQ4_NL, Q4_1,
 //! Q5_1), and the table of AVX-512 tile kernels (`kernel`).
 //!
-//! Two blocks per 512-bit register: lanes 0..8 carry block 2p, lanes 8..16 block 2p+1. That is
-//! exactly the even / odd accumulator pair (`acc0`, `acc1`) of the 256-bit single-row kernel
-//! (`avx2_q::blocks32` with VNNI, which `dot_fn` hands out), with the same per-lane integer
-//! sums, the same `fma(d_w·d_a, f32(sum), acc)` per block and the same final
-//! `hsum(acc0 + acc1)`: every output element is bit-identical to that `DotFn`.
+//! Two blocks per 512-bit register: lanes 0..8 carry block 2p, lanes 8..16 block 2p+1, with
+//! the same per-lane integer sums and block scales as the 256-bit single-row kernel
+//! (`avx2_q::blocks32` with VNNI, which `dot_fn` hands out). The f32 accumulation follows it
+//! too: one 8-lane FMA chain per (row, token), block 2p then block 2p+1 (ggml's order,
+//! `scalar::fma_lanes`), or for IQ4_NL the even / odd chain pair summed before the final
+//! `hsum`. Every output element is bit-identical to that `DotFn`.
 //!
 //! Signed weights are made unsigned for `vpdpbusd` by an offset (`q = w + 2^SHIFT`), and the
 //! offset is taken back exactly through the accumulator's initial value
@@ -57,7 +58,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q5_1 => (run_q5_1, prep_q8_1),
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), cols: COLS })
+    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), cols: COLS, batch: None })
 }
 
 /// Register tiles (weight rows × tokens), measured on Sapphire/Emerald Rapids (`tile_shapes`):
@@ -79,6 +80,8 @@ trait BlockZ {
     /// Unsigned values with a minimum `m` (Q4_1, Q5_1: Q8_1 activations, `m·s` term);
     /// otherwise signed values stored as `w + 2^SHIFT`.
     const MIN: bool;
+    /// Even / odd blocks in two chains (ggml's AVX2 IQ4_NL); otherwise one chain.
+    const PAIRED: bool = false;
     /// Blocks i and i+1: values (u8), `[d_i ×8 | d_(i+1) ×8]`, `m_i`, `m_(i+1)` (0 unless MIN).
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32);
     /// Block i alone: values in lanes 0..8 (the rest zero), `d` broadcast, `m`.
@@ -206,6 +209,7 @@ impl ZIQ4_NL {
 impl BlockZ for ZIQ4_NL {
     const WTS: usize = 18;
     const MIN: bool = false;
+    const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
         let (b0, b1) = (w.add(18 * i), w.add(18 * i + 18));
@@ -266,20 +270,33 @@ impl BlockZ for ZQ5_1 {
 const MAGIC: i32 = 0x4B40_0000;
 const MAGIC_F: f32 = 12_582_912.0;
 
-/// One block pair of one (row, token): `acc + (d_w·d_a) · f32(Σ w·a)` per lane (`FULL`: all
-/// lanes, else lanes 0..8 only, the others keep `acc`).
+/// One block pair of one (row, token): per lane the scale `d_w·d_a` and `f32(Σ w·a)`.
 #[inline(always)]
-unsafe fn step<B: BlockZ, const FULL: bool>(acc: __m512, q: __m512i, dw: __m512, ab: *const u8) -> __m512 {
+unsafe fn terms<B: BlockZ>(q: __m512i, dw: __m512, ab: *const u8) -> (__m512, __m512) {
     // the packed initial value holds MAGIC + the offset correction; Q8_1 types start at MAGIC
     let init = if B::MIN { _mm512_set1_epi32(MAGIC) } else { load512(ab.add(128)) };
     let s = _mm512_castsi512_ps(_mm512_dpbusd_epi32(init, q, load512(ab)));
     let s = _mm512_sub_ps(s, _mm512_set1_ps(MAGIC_F));
-    let scale = _mm512_mul_ps(dw, _mm512_loadu_ps(ab.add(64) as *const f32));
-    if FULL {
-        _mm512_fmadd_ps(scale, s, acc)
-    } else {
-        _mm512_mask3_fmadd_ps(scale, s, acc, 0x00FF)
+    (_mm512_mul_ps(dw, _mm512_loadu_ps(ab.add(64) as *const f32)), s)
+}
+
+#[inline(always)]
+unsafe fn hi256(v: __m512) -> __m256 {
+    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+}
+
+/// One block pair (`FULL`; else the even block alone) of one (row, token) into its chain:
+/// a single 8-lane chain in lanes 0..8 (block 2p, then block 2p+1), or for `PAIRED` types
+/// the even / odd chains side by side.
+#[inline(always)]
+unsafe fn step<B: BlockZ, const FULL: bool>(acc: __m512, q: __m512i, dw: __m512, ab: *const u8) -> __m512 {
+    let (scale, s) = terms::<B>(q, dw, ab);
+    if B::PAIRED {
+        return if FULL { _mm512_fmadd_ps(scale, s, acc) } else { _mm512_mask3_fmadd_ps(scale, s, acc, 0x00FF) };
     }
+    let lo = _mm256_fmadd_ps(_mm512_castps512_ps256(scale), _mm512_castps512_ps256(s), _mm512_castps512_ps256(acc));
+    let v = if FULL { _mm256_fmadd_ps(hi256(scale), hi256(s), lo) } else { lo };
+    _mm512_castps256_ps512(v)
 }
 
 /// `RW` weight rows × `C` tokens over `nb` blocks. Callers guarantee the CPU features, `nb`
@@ -331,8 +348,8 @@ unsafe fn tile32<B: BlockZ, const RW: usize, const C: usize>(
     for r in 0..RW {
         for t in 0..C {
             let v = acc[r][t];
-            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-            out[r][t] = hsum_f32x8(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
+            let lo = _mm512_castps512_ps256(v);
+            out[r][t] = hsum_f32x8(if B::PAIRED { _mm256_add_ps(lo, hi256(v)) } else { lo });
             if B::MIN {
                 out[r][t] += summs[r][t];
             }

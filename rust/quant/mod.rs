@@ -31,8 +31,11 @@
 //! depend on batching. `activation_avx512.rs` quantizes activations (Q8_0 / Q8_1 / Q8_K) to
 //! the same bytes as the scalar `activation.rs`.
 //!
-//! Integer block sums are exact in every kernel; kernels differ from the scalar reference
-//! only in the order of f32 accumulation (tests: `tests.rs`, tolerance `REL_ISA`).
+//! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and
+//! Q6_K the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
+//! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, and [`batch_tokens`] for its batch orders),
+//! and every x86 kernel equals the scalar reference bit for bit; the other types (and NEON)
+//! differ from it only in the order of f32 accumulation (tests: `tests.rs`, tolerance `REL_ISA`).
 //! Activations must come from `activation::quantize` (Q8 values in [-127, 127]; the sign
 //! tricks of the SIMD kernels assume an activation byte is never -128).
 pub mod activation;
@@ -64,6 +67,19 @@ pub mod tile;
 pub mod types;
 
 pub use dispatch::{dot_fn, dot_rows_fn, isa, Isa};
+
+/// How many leading tokens of an `n_tokens`-token matmul llama.cpp (x86, AVX2 and up) computes
+/// in another order than its one-token kernel, for weights of `ty`: Q4_K's repacked gemm takes
+/// whole groups of 4 tokens (the rest go through its gemv), Q6_K's tiled kernel takes every
+/// token once there are 8 or more. Other types have one order (`scalar::dot_batch`,
+/// `TileKernel::batch`).
+pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
+    match ty {
+        GgmlType::Q4_K => n_tokens - n_tokens % 4,
+        GgmlType::Q6_K if n_tokens >= 8 => n_tokens,
+        _ => 0,
+    }
+}
 pub use tile::{tile_kernel, tile_kernel_for, PrepFn, TileFn, TileKernel};
 pub use types::GgmlType;
 

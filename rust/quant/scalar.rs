@@ -214,73 +214,90 @@ pub fn dot_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
     (0..n).map(|i| r(w, i) * r(a, i)).sum()
 }
 
+/// ggml's x86 accumulation for the 32-element block types (`ggml_vec_dot_q8_0_q8_0` and its
+/// kin under AVX2, and llamafile's tinyBLAS that llama.cpp uses for prompt batches): eight
+/// f32 lanes; block after block, lane k takes `fma(d, Σ elements 4k..4k+3, lane)`; then
+/// [`hsum8`]. Every SIMD kernel of these types reproduces this bit for bit.
 #[inline]
-fn i8s(b: &[u8]) -> impl Iterator<Item = i32> + '_ {
-    b.iter().map(|&q| q as i8 as i32)
+pub fn fma_lanes(acc: &mut [f32; 8], d: f32, prod: impl Fn(usize) -> i32) {
+    for (k, l) in acc.iter_mut().enumerate() {
+        let s: i32 = (4 * k..4 * k + 4).map(&prod).sum();
+        *l = d.mul_add(s as f32, *l);
+    }
+}
+
+/// ggml's `hsum_float_8`: (x4+x0 + x6+x2) + (x5+x1 + x7+x3), in that association.
+#[inline]
+pub fn hsum8(x: &[f32; 8]) -> f32 {
+    let r = [x[4] + x[0], x[5] + x[1], x[6] + x[2], x[7] + x[3]];
+    (r[0] + r[2]) + (r[1] + r[3])
+}
+
+/// The 32 values of a Q4_0 / Q4_1 block's nibbles (low nibbles are elements 0..16).
+#[inline]
+fn nibbles(qs: &[u8]) -> [i32; 32] {
+    let mut v = [0i32; 32];
+    for j in 0..16 {
+        v[j] = (qs[j] & 0x0f) as i32;
+        v[j + 16] = (qs[j] >> 4) as i32;
+    }
+    v
 }
 
 pub fn dot_q8_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let mut acc = [0f32; 8];
     for (wb, ab) in w.chunks_exact(34).zip(a.chunks_exact(34)).take(n / 32) {
-        let s: i32 = i8s(&wb[2..]).zip(i8s(&ab[2..])).map(|(x, y)| x * y).sum();
-        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        fma_lanes(&mut acc, d, |j| wb[2 + j] as i8 as i32 * ab[2 + j] as i8 as i32);
     }
-    sum
+    hsum8(&acc)
 }
 
 pub fn dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let mut acc = [0f32; 8];
     for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
-        let mut s = 0i32;
-        for j in 0..16 {
-            let q = wb[2 + j];
-            s += ((q & 0x0f) as i32 - 8) * ab[2 + j] as i8 as i32;
-            s += ((q >> 4) as i32 - 8) * ab[18 + j] as i8 as i32;
-        }
-        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+        let v = nibbles(&wb[2..18]);
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        fma_lanes(&mut acc, d, |j| (v[j] - 8) * ab[2 + j] as i8 as i32);
     }
-    sum
+    hsum8(&acc)
 }
 
+/// `hsum8(lanes) + Σ m·s`, the `m·s` terms summed in f32 block after block (ggml's `summs`).
 pub fn dot_q4_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let (mut acc, mut summs) = ([0f32; 8], 0f32);
     for (wb, ab) in w.chunks_exact(20).zip(a.chunks_exact(36)).take(n / 32) {
-        let mut s = 0i32;
-        for j in 0..16 {
-            let q = wb[4 + j];
-            s += (q & 0x0f) as i32 * ab[4 + j] as i8 as i32;
-            s += (q >> 4) as i32 * ab[20 + j] as i8 as i32;
-        }
-        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32 + read_f16(wb, 2) * read_f16(ab, 2);
+        let v = nibbles(&wb[4..20]);
+        summs += read_f16(wb, 2) * read_f16(ab, 2);
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        fma_lanes(&mut acc, d, |j| v[j] * ab[4 + j] as i8 as i32);
     }
-    sum
+    hsum8(&acc) + summs
 }
 
 pub fn dot_q5_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let mut acc = [0f32; 8];
     for (wb, ab) in w.chunks_exact(22).zip(a.chunks_exact(34)).take(n / 32) {
         let v = q5_0_values(wb);
-        let s: i32 = v.iter().zip(i8s(&ab[2..])).map(|(&x, y)| x as i32 * y).sum();
-        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32;
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        fma_lanes(&mut acc, d, |j| v[j] as i32 * ab[2 + j] as i8 as i32);
     }
-    sum
+    hsum8(&acc)
 }
 
 pub fn dot_q5_1_q8_1(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let (mut acc, mut summs) = ([0f32; 8], 0f32);
     for (wb, ab) in w.chunks_exact(24).zip(a.chunks_exact(36)).take(n / 32) {
         let qh = rd_u32(wb, 4);
-        let mut s = 0i32;
-        for j in 0..16 {
-            let q = wb[8 + j];
-            let h0 = (((qh >> j) << 4) & 0x10) as u8;
-            let h1 = ((qh >> (j + 12)) & 0x10) as u8;
-            s += ((q & 0x0f) | h0) as i32 * ab[4 + j] as i8 as i32;
-            s += ((q >> 4) | h1) as i32 * ab[20 + j] as i8 as i32;
+        let mut v = nibbles(&wb[8..24]);
+        for (j, x) in v.iter_mut().enumerate() {
+            *x |= (((qh >> j) & 1) << 4) as i32;
         }
-        sum += read_f16(wb, 0) * read_f16(ab, 0) * s as f32 + read_f16(wb, 2) * read_f16(ab, 2);
+        summs += read_f16(wb, 2) * read_f16(ab, 2);
+        let d = read_f16(wb, 0) * read_f16(ab, 0);
+        fma_lanes(&mut acc, d, |j| v[j] * ab[4 + j] as i8 as i32);
     }
-    sum
+    hsum8(&acc) + summs
 }
 
 #[inline]
@@ -288,11 +305,13 @@ pub fn q8_k_bsum(a: &[u8], j: usize) -> i32 {
     i16::from_le_bytes([a[260 + 2 * j], a[261 + 2 * j]]) as i32
 }
 
+/// In the order of llama.cpp's repacked Q4_K kernels (`ggml_gemv/gemm_q4_K_8x8_q8_K`, what
+/// it runs for Q4_K weights on x86 with AVX2): per superblock the whole integer sum and the
+/// whole integer min term, each into its own f32 FMA chain; the two chains subtracted at the end.
 pub fn dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let (mut acc, mut acc_m) = (0f32, 0f32);
     for (wb, ab) in w.chunks_exact(144).zip(a.chunks_exact(292)).take(n / 256) {
-        let d = read_f16(wb, 0) * rd_f32(ab, 0);
-        let dmin = read_f16(wb, 2) * rd_f32(ab, 0);
+        let dy = rd_f32(ab, 0);
         let (sc, m) = scale_min_k4(&wb[4..16]);
         let qs = &wb[16..144];
         let q8 = &ab[4..260];
@@ -310,25 +329,91 @@ pub fn dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
         for (j, &mj) in m.iter().enumerate() {
             summ += mj as i32 * (q8_k_bsum(ab, 2 * j) + q8_k_bsum(ab, 2 * j + 1));
         }
-        sum += d * sumi as f32 - dmin * summ as f32;
+        acc = (sumi as f32).mul_add(read_f16(wb, 0) * dy, acc);
+        acc_m = (summ as f32).mul_add(read_f16(wb, 2) * dy, acc_m);
+    }
+    acc - acc_m
+}
+
+/// In the order of ggml's AVX2 `ggml_vec_dot_q6_K_q8_K` (what llama.cpp runs for fewer than 8
+/// tokens): 8 i32 lanes, lane m taking elements with `(e % 32) / 4 == m` and the `-32` offset
+/// of scale groups 2m, 2m+1; `fma(d_a·d_w, lane, acc)` per superblock; [`hsum8`].
+pub fn dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
+        let v = q6_k_values(wb);
+        let sc = |g: usize| (wb[192 + g] as i8) as i32;
+        let mut lanes = [0i32; 8];
+        for (m, l) in lanes.iter_mut().enumerate() {
+            *l = -32 * (sc(2 * m) * q8_k_bsum(ab, 2 * m) + sc(2 * m + 1) * q8_k_bsum(ab, 2 * m + 1));
+        }
+        for (e, &q) in v.iter().enumerate() {
+            lanes[(e % 32) / 4] += sc(e / 16) * (q as i32 + 32) * ab[4 + e] as i8 as i32;
+        }
+        let d = rd_f32(ab, 0) * read_f16(wb, 208);
+        for (x, &l) in acc.iter_mut().zip(&lanes) {
+            *x = d.mul_add(l as f32, *x);
+        }
+    }
+    hsum8(&acc)
+}
+
+/// Q4_K in the order of llama.cpp's repacked gemm (`ggml_gemm_q4_K_8x8_q8_K`, groups of 4
+/// tokens): as [`dot_q4_k_q8_k`] but each 64-element group's integer sum and min term go into
+/// the chains separately.
+pub fn dot_q4_k_q8_k_gemm(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut acc_m) = (0f32, 0f32);
+    for (wb, ab) in w.chunks_exact(144).zip(a.chunks_exact(292)).take(n / 256) {
+        let dy = rd_f32(ab, 0);
+        let (dd, dm) = (read_f16(wb, 0) * dy, read_f16(wb, 2) * dy);
+        let (sc, m) = scale_min_k4(&wb[4..16]);
+        for j in 0..4 {
+            let q = &wb[16 + j * 32..16 + j * 32 + 32];
+            let (mut s1, mut s2) = (0i32, 0i32);
+            for l in 0..32 {
+                s1 += (q[l] & 0x0f) as i32 * ab[4 + j * 64 + l] as i8 as i32;
+                s2 += (q[l] >> 4) as i32 * ab[4 + j * 64 + 32 + l] as i8 as i32;
+            }
+            let sumi = sc[2 * j] as i32 * s1 + sc[2 * j + 1] as i32 * s2;
+            let summ = m[2 * j] as i32 * (q8_k_bsum(ab, 4 * j) + q8_k_bsum(ab, 4 * j + 1))
+                + m[2 * j + 1] as i32 * (q8_k_bsum(ab, 4 * j + 2) + q8_k_bsum(ab, 4 * j + 3));
+            acc = (sumi as f32).mul_add(dd, acc);
+            acc_m = (summ as f32).mul_add(dm, acc_m);
+        }
+    }
+    acc - acc_m
+}
+
+/// Q6_K in the order of llama.cpp's tiled K-quant kernel (its AVX2 microkernel; batches of 8
+/// or more tokens): per superblock `fma(f32(Σ) · d_w, d_a, total)`.
+pub fn dot_q6_k_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
+        sum = (q6_k_block_sum(wb, ab) as f32 * read_f16(wb, 208)).mul_add(rd_f32(ab, 0), sum);
     }
     sum
 }
 
-pub fn dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
-        let d = read_f16(wb, 208) * rd_f32(ab, 0);
-        let v = q6_k_values(wb);
-        let q8 = &ab[4..260];
-        let mut sumi = 0i32;
-        for g in 0..16 {
-            let s: i32 = (0..16).map(|l| v[g * 16 + l] as i32 * q8[g * 16 + l] as i8 as i32).sum();
-            sumi += (wb[192 + g] as i8) as i32 * s;
-        }
-        sum += d * sumi as f32;
+/// Σ scale·(q6 - 32)·q8 of one Q6_K superblock.
+fn q6_k_block_sum(wb: &[u8], ab: &[u8]) -> i32 {
+    let v = q6_k_values(wb);
+    let q8 = &ab[4..260];
+    let mut sumi = 0i32;
+    for g in 0..16 {
+        let s: i32 = (0..16).map(|l| v[g * 16 + l] as i32 * q8[g * 16 + l] as i8 as i32).sum();
+        sumi += (wb[192 + g] as i8) as i32 * s;
     }
-    sum
+    sumi
+}
+
+/// The scalar kernel in llama.cpp's batch order for `ty` (see `quant::batch_tokens`), if it
+/// has one.
+pub fn dot_batch(ty: GgmlType) -> Option<DotFn> {
+    match ty {
+        GgmlType::Q4_K => Some(dot_q4_k_q8_k_gemm),
+        GgmlType::Q6_K => Some(dot_q6_k_q8_k_tiled),
+        _ => None,
+    }
 }
 
 /// Generic reference: dequantize both sides and dot in f32 (used where no integer kernel exists).

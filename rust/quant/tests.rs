@@ -219,6 +219,32 @@ fn check_isas(ty: GgmlType, fill: Fill, extreme_act: bool, seed: u64) {
     }
 }
 
+/// Types whose kernels reproduce ggml's x86 accumulation order (see `scalar::fma_lanes`,
+/// `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`): every ISA equals the scalar reference
+/// bit for bit (NEON keeps its own order).
+#[test]
+fn ggml_order_kernels_equal_scalar_bit_for_bit() {
+    use GgmlType::*;
+    let mut rng = Rng(77);
+    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K] {
+        let reference = scalar::dot(ty).unwrap_or_else(|| panic!("no scalar dot for {}", ty.name()));
+        for n in lengths(ty) {
+            for extreme in [false, true] {
+                let w = weight_row(ty, n, &mut rng, if extreme { Fill::Const(0xFF) } else { Fill::Random });
+                let (_, a) = act_row(ty, n, &mut rng, extreme);
+                let want = reference(n, &w, &a);
+                for (name, f) in kernels(ty) {
+                    if name == "neon" {
+                        continue;
+                    }
+                    let got = f(n, &w, &a);
+                    assert_eq!(got.to_bits(), want.to_bits(), "{} {name} n={n}: {got} vs scalar {want}", ty.name());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn every_isa_matches_scalar_random_blocks() {
     for (k, &ty) in WEIGHT_TYPES.iter().enumerate() {

@@ -107,6 +107,25 @@ fn tiles_equal_single_row_dots_bit_for_bit() {
     let _ = covered;
 }
 
+/// The batch-order tiles (Q4_K, Q6_K; `TileKernel::batch`) against the scalar batch-order dot.
+#[test]
+fn batch_tiles_equal_scalar_batch_dots_bit_for_bit() {
+    let mut rng = Rng(93);
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let reference = super::scalar::dot_batch(ty).expect("batch-order reference");
+        for n in [256usize, 768, 2048] {
+            for (rows, cols) in [(1, 1), (5, 1), (3, 7), (4, 8), (7, 17)] {
+                let (w, w_stride) = weights(ty, n, rows, 40, &mut rng, Fill::Random);
+                for (name, k, _) in tile_kernels(ty) {
+                    let batch = k.batch.unwrap_or_else(|| panic!("{name} {}: no batch kernel", ty.name()));
+                    let (q, qs, a, as_) = tokens(ty, &k, n, cols, 0, &mut rng, false);
+                    check(&format!("{name}-batch"), ty, batch, reference, n, &w, w_stride, rows, &q, qs, &a, as_, cols);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn tiles_equal_single_row_dots_on_extreme_blocks() {
     // -128 weight bytes (Q8_0), all-ones high bits, saturation traps against ±127 activations.

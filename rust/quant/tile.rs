@@ -42,6 +42,9 @@ pub struct TileKernel {
     pub prep: Option<PrepFn>,
     /// Tokens per register tile (callers give it multiples of this where they can).
     pub cols: usize,
+    /// The kernel in llama.cpp's batch order, for the first `batch_tokens(ty, n)` tokens of a
+    /// matmul (Q4_K, Q6_K; same activation layout as `run`).
+    pub batch: Option<TileFn>,
 }
 
 /// The tile kernel for `ty` on this machine, if there is one.
@@ -56,9 +59,10 @@ pub fn tile_kernel_for(ty: GgmlType, isa: Isa) -> Option<TileKernel> {
         Isa::Avx2 => super::avx2_tile::kernel(ty),
         #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => match super::avx512::dot(ty) {
-            // the AVX-512 kernel for the type, or (only when it has none) the AVX2 one
+            // the AVX-512 kernel for the type, or (only when it has none) the AVX2 one, with
+            // an AVX-512 batch-order kernel where there is one (Q6_K)
             Some(_) => super::avx512_tile::kernel(ty),
-            None => super::avx2_tile::kernel(ty),
+            None => super::avx2_tile::kernel(ty).map(|k| super::avx512::with_batch(ty, k)),
         },
         _ => {
             let _ = ty;
