@@ -30,8 +30,9 @@ def run_llamars(eng, n_pp: int, n_tg: int, reps: int):
     eng.logits(toks[:8])  # warm-up
     pp, tg = [], []
     for r in range(reps):
-        # pp: one prompt evaluation (logits of the last position only), tg: n_tg decode steps
-        s = eng.stream(toks, max_tokens=n_tg, temperature=0.0, ignore_eos=True)
+        # pp: one prompt evaluation (logits of the last position only), tg: n_tg decode steps;
+        # cache_prompt=False so every rep evaluates the whole prompt (not the cached prefix)
+        s = eng.stream(toks, max_tokens=n_tg, temperature=0.0, ignore_eos=True, cache_prompt=False)
         for _ in s:
             pass
         t = s.result.timings

@@ -210,6 +210,21 @@ pub(super) unsafe fn load128(p: *const u8) -> __m128i {
     _mm_loadu_si128(p as *const __m128i)
 }
 
+/// One 64-element group `j` of llama.cpp's repacked Q4_K gemm into its two FMA chains: the
+/// group's integer sum `isum` scaled by `d = d_w·d_a`, its min term (lane j of `mins`, from
+/// [`k4_mins_dot`]) by `dm = dmin_w·d_a`.
+#[inline(always)]
+pub(super) unsafe fn q4_k_gemm_step(acc: &mut f32, acc_m: &mut f32, isum: i32, mins: __m128i, j: usize, d: f32, dm: f32) {
+    let mj = _mm_cvtsi128_si32(match j {
+        0 => mins,
+        1 => _mm_srli_si128::<4>(mins),
+        2 => _mm_srli_si128::<8>(mins),
+        _ => _mm_srli_si128::<12>(mins),
+    });
+    *acc_m = (mj as f32).mul_add(dm, *acc_m);
+    *acc = (isum as f32).mul_add(d, *acc);
+}
+
 /// Σ of the 8 i32 lanes (exact).
 #[inline(always)]
 pub(super) unsafe fn hsum_i32x8(v: __m256i) -> i32 {

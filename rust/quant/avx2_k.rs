@@ -6,7 +6,7 @@
 //! Callers (`avx2.rs` wrappers) guarantee avx2+fma+f16c and that `nb` blocks are readable
 //! from `w` and from every activation row.
 use super::avx2::{
-    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, k4_mins_dot, k4_scales_mins, load128, load256,
+    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, q4_k_gemm_step, k4_mins_dot, k4_scales_mins, load128, load256,
     q3_k_scales, rd_f32, scale_pair, shr2s,
 };
 use core::arch::x86_64::*;
@@ -118,15 +118,8 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
                     // gemm: each 64-element group into the chains
                     for t in 0..C {
                         let dy = rd_f32(a[t].add(292 * i));
-                        let mins = mins_v[t];
-                        let mj = _mm_cvtsi128_si32(match j {
-                            0 => mins,
-                            1 => _mm_srli_si128::<4>(mins),
-                            2 => _mm_srli_si128::<8>(mins),
-                            _ => _mm_srli_si128::<12>(mins),
-                        });
-                        acc_m[r][t] = (mj as f32).mul_add(mw * dy, acc_m[r][t]);
-                        acc[r][t] = (hsum_i32x8(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
+                        let (c, m) = (&mut acc[r][t], &mut acc_m[r][t]);
+                        q4_k_gemm_step(c, m, hsum_i32x8(sumi[t]), mins_v[t], j, dw * dy, mw * dy);
                         sumi[t] = _mm256_setzero_si256();
                     }
                 }

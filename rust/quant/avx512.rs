@@ -14,7 +14,7 @@
 //!
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
-use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
+use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, q4_k_gemm_step, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
@@ -229,15 +229,8 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
                     // llama.cpp's gemm: each 64-element group into the chains
                     for t in 0..C {
                         let dy = rd_f32(a[t].add(292 * i));
-                        let mins = mins_v[t];
-                        let mj = _mm_cvtsi128_si32(match j {
-                            0 => mins,
-                            1 => _mm_srli_si128::<4>(mins),
-                            2 => _mm_srli_si128::<8>(mins),
-                            _ => _mm_srli_si128::<12>(mins),
-                        });
-                        acc_m[r][t] = (mj as f32).mul_add(mw * dy, acc_m[r][t]);
-                        acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
+                        let (c, m) = (&mut acc[r][t], &mut acc_m[r][t]);
+                        q4_k_gemm_step(c, m, _mm512_reduce_add_epi32(sumi[t]), mins_v[t], j, dw * dy, mw * dy);
                         sumi[t] = _mm512_setzero_si512();
                     }
                 }
