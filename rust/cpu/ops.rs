@@ -27,7 +27,8 @@ fn gelu_f32(x: f32) -> f32 {
     0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (GELU_COEF_A * x).mul_add(x, 1.0)).tanh())
 }
 
-fn gelu_table() -> &'static [f32] {
+/// GELU by f16 input bits (the GPU kernel reads the same table).
+pub fn gelu_table() -> &'static [f32] {
     static T: OnceLock<Vec<f32>> = OnceLock::new();
     T.get_or_init(|| (0..=u16::MAX).map(|h| f16_to_f32(f32_to_f16(gelu_f32(f16_to_f32(h))))).collect())
 }

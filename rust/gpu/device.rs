@@ -15,6 +15,10 @@ pub struct Gpu {
     /// WGSL's packed 4×i8 dot product (`dot4I8Packed`, DP4a where the GPU has it) is
     /// available; otherwise the kernels unpack and multiply.
     pub dp4a: bool,
+    /// WGSL's `fma` rounds once on this device (else the kernels emulate it; kernels/exact.rs).
+    pub fma_native: bool,
+    /// `fmaf` rounds once (natively or emulated): the kernels compute the CPU path's bits.
+    pub fma_exact: bool,
 }
 
 fn instance() -> &'static wgpu::Instance {
@@ -158,7 +162,12 @@ pub fn open(name: Option<&str>, main_gpu: usize) -> Result<Option<Gpu>> {
     .map_err(|e| Error::Gpu(format!("{} ({}): the device could not be opened: {e}", info.name, info.description)))?;
     let dp4a = instance().wgsl_language_features().contains(wgpu::WgslLanguageFeatures::Packed4x8IntegerDotProduct)
         && std::env::var("LLAMARS_GPU_NO_DP4A").is_err();
-    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default(), dp4a }))
+    let (native, emulated) = super::kernels::exact::probe(&device, &queue)?;
+    if !native && !emulated {
+        eprintln!("llamars: {}: neither its fma nor its emulation rounds once; GPU results will differ from the CPU path in the last bits", info.name);
+    }
+    let (fma_native, fma_exact) = (native || !emulated, native || emulated);
+    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default(), dp4a, fma_native, fma_exact }))
 }
 
 impl Gpu {

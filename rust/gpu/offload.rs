@@ -5,10 +5,10 @@
 use super::device::Gpu;
 use super::StepIo;
 use super::kernels::attention::{self, AttnBufs, AttnDesc};
-use super::kernels::eltwise::{op_ew, Ew};
+use super::kernels::eltwise::{gelu_table_bytes, op_ew, Ew};
 use super::kernels::matmul::GpuWeight;
 use super::kernels::norm::op_norm;
-use super::kernels::qmatmul::{int_act, op_quant, Act};
+use super::kernels::qmatmul::{int_act, op_quant, order_flags, Act};
 use super::kernels::rope::op_rope;
 use super::kernels::{embed, kvstore, Op, StepSize};
 use crate::cpu::attention::QueryPos;
@@ -16,6 +16,7 @@ use crate::cpu::ops::rope_cache;
 use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::kv_cache::{KvStore, LayerKv};
+use crate::model::orders::Masks;
 use crate::model::{Activation, Config, Model};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -231,6 +232,9 @@ const LOGITS: usize = 15;
 const DUMMY: usize = 16;
 const QA8_0: usize = 17;
 const QA8_K: usize = 18;
+const FLAGS: usize = 19;
+const SEL_FLAGS: usize = 20;
+const GELU: usize = 21;
 
 struct Plan {
     embed: Vec<Op>,
@@ -268,6 +272,9 @@ impl Acts {
             16,
             f4(cap * Act::Q8_0.row_words(max_in)),
             f4(cap * Act::Q8K.row_words(max_in)),
+            f4(cap),
+            f4(sel_cap),
+            gelu_table_bytes().len() as u64,
         ];
         let names = [
             "x",
@@ -289,11 +296,15 @@ impl Acts {
             "placeholder",
             "Q8_0 activations",
             "Q8_K activations",
+            "matmul orders",
+            "matmul orders (selected rows)",
+            "GELU table",
         ];
         let mut bufs = Vec::with_capacity(sizes.len());
         for (s, n) in sizes.iter().zip(names) {
             bufs.push(gpu.zeros(&format!("activations: {n}"), *s)?);
         }
+        gpu.queue.write_buffer(&bufs[GELU], 0, gelu_table_bytes());
         let step = gpu.checked("allocating the step uniform", || {
             gpu.device.create_buffer(&wgpu::BufferDescriptor { label: Some("step"), size: 16, usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST, mapped_at_creation: false })
         })?;
@@ -318,7 +329,7 @@ impl Offload {
             if let Some(act) = int_act(w.ty).filter(|_| int_dot) {
                 let qa = &b[if act == Act::Q8_0 { QA8_0 } else { QA8_K }];
                 ops.push(op_quant(g, act, &b[x], qa, w.n_in, sel, s)?);
-                ops.extend(w.qops(g, qa, &b[y], s, sel)?);
+                ops.extend(w.qops(g, qa, &b[y], &b[if sel { SEL_FLAGS } else { FLAGS }], s, sel)?);
                 return Ok(());
             }
             for (small, big) in w.ops(g, &b[x], &b[y], s, sel)? {
@@ -385,7 +396,7 @@ impl Offload {
                 Activation::GeluTanh => Ew::Geglu,
                 Activation::Silu => Ew::Swiglu,
             };
-            ops.push(op_ew(g, act, &b[GATE], &b[UP], dummy, c.n_ff, false, s)?);
+            ops.push(op_ew(g, act, &b[GATE], &b[UP], &b[GELU], c.n_ff, false, s)?);
             mm(&l.down, GATE, O, false, &mut ops)?;
             if let Some(w) = &l.post_ffn_norm {
                 ops.push(op_norm(g, &b[O], None, w, dummy, e, 1, c.rms_eps, false, s)?);
@@ -413,6 +424,7 @@ impl Offload {
         kv: &mut KvStore,
         tokens: &[u32],
         queries: &[QueryPos],
+        masks: &Masks,
         sel: &[usize],
         input: StepIo<'_>,
         hidden: bool,
@@ -460,8 +472,11 @@ impl Offload {
         }
         // per-step inputs
         let q = &g.queue;
-        let tm: Vec<u32> = queries.iter().flat_map(|p| [p.slot as u32, p.pos as u32, p.ring_lo as u32, 0]).collect();
+        // per token: slot, position, ring start, attention order (bit 2); matmul orders
+        let tm: Vec<u32> = queries.iter().flat_map(|p| [p.slot as u32, p.pos as u32, p.ring_lo as u32, (p.batch_order as u32) << 2]).collect();
         q.write_buffer(&a.bufs[TM], 0, bytemuck::cast_slice(&tm));
+        let fl: Vec<u32> = (0..n).map(|t| order_flags(masks.q4_k.get(t) == Some(&true), masks.q6_k.get(t) == Some(&true))).collect();
+        q.write_buffer(&a.bufs[FLAGS], 0, bytemuck::cast_slice(&fl));
         q.write_buffer(&a.bufs[TOK], 0, bytemuck::cast_slice(tokens));
         let half = c.n_rot / 2;
         if half > 0 {
@@ -494,6 +509,8 @@ impl Offload {
             let sel32: Vec<u32> = sel[done..done + rows].iter().map(|&r| r as u32).collect();
             if !sel32.is_empty() {
                 q.write_buffer(&a.bufs[SEL], 0, bytemuck::cast_slice(&sel32));
+                let sf: Vec<u32> = (done..done + rows).map(|r| order_flags(masks.out_q4_k.get(r) == Some(&true), masks.out_q6_k.get(r) == Some(&true))).collect();
+                q.write_buffer(&a.bufs[SEL_FLAGS], 0, bytemuck::cast_slice(&sf));
             }
             let mut enc = g.device.create_command_encoder(&Default::default());
             {

@@ -81,8 +81,13 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
         }
     }
     let off = Offload::new(gpu.clone(), m, n, progress)?;
+    let numerics = match (gpu.fma_exact, gpu.fma_native) {
+        (true, true) => "the CPU path's bits",
+        (true, false) => "the CPU path's bits (fma emulated)",
+        _ => "the CPU path's order, last bits differ (the device's fma rounds twice)",
+    };
     let note = format!(
-        "offloaded {}/{} layers to GPU {} ({}, {}), {:.1} MiB of weights",
+        "offloaded {}/{} layers to GPU {} ({}, {}), {:.1} MiB of weights; {numerics}",
         off.n_offloaded,
         n_layer + 1,
         gpu.info.name,

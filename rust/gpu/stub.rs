@@ -35,6 +35,7 @@ impl Offload {
         _kv: &mut crate::kv_cache::KvStore,
         _tokens: &[u32],
         _queries: &[crate::cpu::attention::QueryPos],
+        _masks: &crate::model::orders::Masks,
         _sel: &[usize],
         _input: super::StepIo<'_>,
         _hidden: bool,

@@ -171,7 +171,7 @@ impl Model {
             // the rest of the layers and the output layer on the device
             let input = if dev_embed { StepIo::Tokens } else { StepIo::Hidden(&st.x[..n * e]) };
             let mut out = std::mem::take(&mut st.logits);
-            let r = g.forward(self, &mut st.gpu, kv, tokens, &st.queries, &st.sel, input, hidden, &mut out);
+            let r = g.forward(self, &mut st.gpu, kv, tokens, &st.queries, &st.masks, &st.sel, input, hidden, &mut out);
             st.logits = out;
             r?;
             let width = if hidden { e } else { c.n_vocab };

@@ -3,7 +3,7 @@
 pub mod config;
 mod forward;
 mod kv;
-mod orders;
+pub mod orders;
 mod probe;
 mod weights;
 

@@ -42,11 +42,11 @@ pub fn ops(gpu: &Gpu, d: &AttnDesc, b: &AttnBufs<'_>, step: &wgpu::Buffer) -> Re
         0,
     ]);
     let bufs = [b.q, b.k, b.v, b.scores, b.out, b.tm];
-    let (nh, swa) = (d.n_head as u32, d.swa);
+    let (nh, swa, vd) = (d.n_head as u32, d.swa, d.v_head_dim as u32);
     let l = move |s: &super::StepSize| if swa { s.l_swa } else { s.l_full };
     Ok(vec![
         op(gpu, Family::Attention, "attn_scores", &bufs, Some(&p), step, Box::new(move |s| [l(s).div_ceil(64), nh, s.n_tok]))?,
         op(gpu, Family::Attention, "attn_softmax", &bufs, Some(&p), step, Box::new(move |s| [nh, s.n_tok, 1]))?,
-        op(gpu, Family::Attention, "attn_pv", &bufs, Some(&p), step, Box::new(move |s| [nh, s.n_tok, 1]))?,
+        op(gpu, Family::Attention, "attn_pv", &bufs, Some(&p), step, Box::new(move |s| [vd.div_ceil(64), nh, s.n_tok]))?,
     ])
 }

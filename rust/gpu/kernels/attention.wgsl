@@ -1,7 +1,10 @@
-// Causal attention over the f16 cache, ggml's non-fused numerics (rust/cpu/attention.rs):
-// Q rounded to f16, scores in f32, softmax in f32, probabilities rounded to f16 before
-// the V product. Three passes over a score buffer SC [n_tok, n_head, L] where L is the
-// longest key range in the batch: scores, softmax, then P·V.
+// Causal attention over the f16 cache in the CPU path's order of f32 operations, which is
+// llama.cpp's non-fused path (rust/cpu/attention.rs, rust/cpu/f16vec.rs): Q rounded to f16;
+// QK^T and P·V as FMA chains over `W` lanes (16: tinyBLAS, for tokens of a batch chunk,
+// TM bit 2; 64: ggml_vec_dot_f16, for one token) reduced as ggml reduces them; softmax with
+// ggml's exponential and 16-wide partial sums by key position added in f64 (here a
+// (hi, lo) pair); probabilities rounded to f16 before the V product. Three passes over a
+// score buffer SC [n_tok, n_head, L] where L is the longest key range in the batch.
 struct AttnParams {
     n_head: u32,
     n_head_kv: u32,
@@ -57,6 +60,20 @@ fn round_f16(x: f32) -> f32 {
     return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
 }
 
+// tinyBLAS's order for this query token (else ggml_vec_dot_f16's)
+fn batch_order(t: u32) -> bool {
+    return (TM[t].w & 4u) != 0u;
+}
+
+// 64 lanes folded to 16 as GGML_F32x16_REDUCE does, then `reduce16`.
+fn reduce64(x: ptr<function, array<f32, 64>>) -> f32 {
+    var r: array<f32, 16>;
+    for (var l = 0u; l < 16u; l++) {
+        r[l] = ((*x)[l] + (*x)[l + 32u]) + ((*x)[l + 16u] + (*x)[l + 48u]);
+    }
+    return reduce16(r);
+}
+
 var<workgroup> qs: array<f32, 512>;
 
 // grid: (ceil(L / 64), n_head, n_tok)
@@ -84,10 +101,33 @@ fn attn_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     let g = h / (P.n_head / P.n_head_kv);
     let kdim2 = P.n_head_kv * hd / 2u;
     let kb = cache_row(t, kr.x + i) * kdim2 + g * hd / 2u;
-    var s = 0.0;
-    for (var d = 0u; d < hd / 2u; d++) {
-        let k = unpack2x16float(KC[kb + d]);
-        s += qs[2u * d] * k.x + qs[2u * d + 1u] * k.y;
+    var s: f32;
+    if (batch_order(t) && hd % 16u == 0u) {
+        var acc: array<f32, 16>;
+        for (var d = 0u; d < hd / 2u; d++) {
+            let k = unpack2x16float(KC[kb + d]);
+            let l = (2u * d) % 16u;
+            acc[l] = fmaf(qs[2u * d], k.x, acc[l]);
+            acc[l + 1u] = fmaf(qs[2u * d + 1u], k.y, acc[l + 1u]);
+        }
+        s = reduce16(acc);
+    } else {
+        var acc: array<f32, 64>;
+        let np = hd / 64u * 64u;
+        for (var d = 0u; d < np / 2u; d++) {
+            let k = unpack2x16float(KC[kb + d]);
+            let l = (2u * d) % 64u;
+            acc[l] = fmaf(qs[2u * d], k.x, acc[l]);
+            acc[l + 1u] = fmaf(qs[2u * d + 1u], k.y, acc[l + 1u]);
+        }
+        // elements past the last multiple of 64 are added in f64 after the reduction
+        var tail = vec2<f32>(reduce64(&acc), 0.0);
+        for (var d = np / 2u; d < hd / 2u; d++) {
+            let k = unpack2x16float(KC[kb + d]);
+            tail = df_add(tail, qs[2u * d] * k.x);
+            tail = df_add(tail, qs[2u * d + 1u] * k.y);
+        }
+        s = tail.x + tail.y;
     }
     s *= P.scale;
     if (P.softcap > 0.0) {
@@ -97,6 +137,7 @@ fn attn_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
 }
 
 var<workgroup> red: array<f32, 256>;
+var<workgroup> dred: array<vec2<f32>, 256>;
 
 // grid: (n_head, n_tok)
 @compute @workgroup_size(256)
@@ -104,7 +145,8 @@ fn attn_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let h = wid.x;
     let t = wid.y;
     let L = l_max();
-    let n = key_range(t).y;
+    let kr = key_range(t);
+    let n = kr.y;
     let base = (t * P.n_head + h) * L;
     var m = -3.4e38;
     for (var i = li; i < n; i += 256u) {
@@ -120,47 +162,82 @@ fn attn_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     }
     m = red[0];
     workgroupBarrier();
-    var s = 0.0;
     for (var i = li; i < n; i += 256u) {
-        let e = exp(SC[base + i] - m);
-        SC[base + i] = e;
-        s += e;
+        SC[base + i] = expf_ggml(SC[base + i] - m);
     }
-    red[li] = s;
+    storageBarrier();
+    workgroupBarrier();
+    // key positions in groups of 16 from position 0, each group reduced as one 16-lane
+    // vector (missing keys are zeros), the groups' sums added in f64
+    let c0 = kr.x / 16u;
+    let nc = (kr.x + n + 15u) / 16u - c0;
+    var s = vec2<f32>(0.0);
+    for (var c = li; c < nc; c += 256u) {
+        var x: array<f32, 16>;
+        for (var l = 0u; l < 16u; l++) {
+            let p = (c0 + c) * 16u + l;
+            if (p >= kr.x && p < kr.x + n) {
+                x[l] = SC[base + p - kr.x];
+            }
+        }
+        s = df_add(s, reduce16(x));
+    }
+    dred[li] = s;
     workgroupBarrier();
     for (var w = 128u; w > 0u; w >>= 1u) {
         if (li < w) {
-            red[li] += red[li + w];
+            dred[li] = df_add(df_add(dred[li], dred[li + w].x), dred[li + w].y);
         }
         workgroupBarrier();
     }
-    let inv = 1.0 / red[0];
+    let inv = df_recip(dred[0]);
     for (var i = li; i < n; i += 256u) {
         SC[base + i] = round_f16(SC[base + i] * inv);
     }
 }
 
-// grid: (n_head, n_tok); each thread owns pairs of output dimensions.
+// grid: (ceil(v_head_dim / 64), n_head, n_tok); one thread per output element, key
+// position j into lane j % W.
 @compute @workgroup_size(64)
 fn attn_pv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) li: u32) {
-    let h = wid.x;
-    let t = wid.y;
+    let h = wid.y;
+    let t = wid.z;
+    let d = wid.x * 64u + li;
+    if (d >= P.v_head_dim) {
+        return;
+    }
     let L = l_max();
     let kr = key_range(t);
     let base = (t * P.n_head + h) * L;
-    let vd2 = P.v_head_dim / 2u;
-    let vdim2 = P.n_head_kv * vd2;
+    let vdim2 = P.n_head_kv * P.v_head_dim / 2u;
     let g = h / (P.n_head / P.n_head_kv);
-    let ob = (t * P.n_head + h) * P.v_head_dim;
-    for (var d = li; d < vd2; d += 64u) {
-        var acc = vec2<f32>(0.0);
+    let vo = g * P.v_head_dim / 2u + d / 2u;
+    let hi = (d & 1u) == 1u;
+    var r: f32;
+    if (batch_order(t) && P.v_head_dim % 4u == 0u) {
+        var acc: array<f32, 16>;
         for (var i = 0u; i < kr.y; i++) {
             let p = SC[base + i];
             if (p != 0.0) {
-                acc += p * unpack2x16float(VC[cache_row(t, kr.x + i) * vdim2 + g * vd2 + d]);
+                let v2 = unpack2x16float(VC[cache_row(t, kr.x + i) * vdim2 + vo]);
+                let v = select(v2.x, v2.y, hi);
+                let l = (kr.x + i) % 16u;
+                acc[l] = fmaf(p, v, acc[l]);
             }
         }
-        O[ob + 2u * d] = acc.x;
-        O[ob + 2u * d + 1u] = acc.y;
+        r = reduce16(acc);
+    } else {
+        var acc: array<f32, 64>;
+        for (var i = 0u; i < kr.y; i++) {
+            let p = SC[base + i];
+            if (p != 0.0) {
+                let v2 = unpack2x16float(VC[cache_row(t, kr.x + i) * vdim2 + vo]);
+                let v = select(v2.x, v2.y, hi);
+                let l = (kr.x + i) % 64u;
+                acc[l] = fmaf(p, v, acc[l]);
+            }
+        }
+        r = reduce64(&acc);
     }
+    O[(t * P.n_head + h) * P.v_head_dim + d] = r;
 }

@@ -12,7 +12,7 @@ pub enum Ew {
     AddRow,
     /// a *= scale
     Scale(f32),
-    /// a = gelu(a) · b
+    /// a = gelu(a) · b (aux: the GELU table, `gelu_table_bytes`)
     Geglu,
     /// a = silu(a) · b
     Swiglu,
@@ -21,7 +21,7 @@ pub enum Ew {
 }
 
 #[allow(clippy::too_many_arguments)]
-pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, sel_buf: &wgpu::Buffer, width: usize, sel: bool, step: &wgpu::Buffer) -> Result<Op> {
+pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, aux: &wgpu::Buffer, width: usize, sel: bool, step: &wgpu::Buffer) -> Result<Op> {
     let (entry, scale) = match kind {
         Ew::Add => ("add", 1.0f32),
         Ew::AddRow => ("add_row", 1.0),
@@ -33,5 +33,11 @@ pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, sel_buf: &
     let sel = sel || kind == Ew::Gather;
     let p = words(&[width as u32, scale.to_bits(), sel as u32, 0]);
     let w = width as u32;
-    op(gpu, Family::Eltwise, entry, &[a, b, sel_buf], Some(&p), step, Box::new(move |s| fold((s.rows(sel) * w).div_ceil(256))))
+    op(gpu, Family::Eltwise, entry, &[a, b, aux], Some(&p), step, Box::new(move |s| fold((s.rows(sel) * w).div_ceil(256))))
+}
+
+/// GELU's table as the CPU path computes it (rust/cpu/ops.rs), f32 by f16 input: the
+/// `aux` buffer of `Ew::Geglu`.
+pub fn gelu_table_bytes() -> &'static [u8] {
+    bytemuck::cast_slice(crate::cpu::ops::gelu_table())
 }

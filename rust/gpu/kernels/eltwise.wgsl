@@ -10,7 +10,8 @@ struct EwParams {
 
 @group(0) @binding(0) var<storage, read_write> A: array<f32>;
 @group(0) @binding(1) var<storage, read> B: array<f32>;
-@group(0) @binding(2) var<storage, read> SEL: array<u32>;
+// the selected rows (gather), or GELU's table by f16 input (geglu)
+@group(0) @binding(2) var<storage, read> AUX: array<u32>;
 @group(0) @binding(3) var<uniform> P: EwParams;
 @group(0) @binding(4) var<uniform> S: Step;
 
@@ -41,12 +42,8 @@ fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-fn round_f16(x: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(x, 0.0))).x;
-}
-
-// GELU (tanh form) as ggml-cpu computes it: input and result rounded to f16, exact
-// outside [-10, 10] (rust/cpu/ops.rs `gelu`).
+// GELU (tanh form) as ggml-cpu computes it: the table of the CPU path (rust/cpu/ops.rs
+// `gelu`) indexed by the input rounded to f16, exact outside [-10, 10].
 fn gelu(x: f32) -> f32 {
     if (x <= -10.0) {
         return 0.0;
@@ -54,8 +51,7 @@ fn gelu(x: f32) -> f32 {
     if (x >= 10.0) {
         return x;
     }
-    let h = round_f16(x);
-    return round_f16(0.5 * h * (1.0 + tanh(0.7978846 * h * (1.0 + 0.044715 * h * h))));
+    return bitcast<f32>(AUX[pack2x16float(vec2<f32>(x, 0.0)) & 0xffffu]);
 }
 
 @compute @workgroup_size(256)
@@ -81,7 +77,7 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = flat(gid);
     if (i < S.n_sel * P.width) {
         let r = i / P.width;
-        A[i] = B[SEL[r] * P.width + i % P.width];
+        A[i] = B[AUX[r] * P.width + i % P.width];
     }
 }
 

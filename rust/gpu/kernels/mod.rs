@@ -5,6 +5,7 @@
 pub mod attention;
 pub mod eltwise;
 pub mod embed;
+pub mod exact;
 pub mod kvstore;
 pub mod matmul;
 pub mod norm;
@@ -19,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use wgpu::util::DeviceExt;
 
 const COMMON: &str = include_str!("common.wgsl");
+const EXACT: &str = include_str!("exact.wgsl");
 const QUANT: &str = include_str!("quant.wgsl");
 const MAT: &str = include_str!("mat_common.wgsl");
 
@@ -78,7 +80,8 @@ impl Family {
     fn bindings(self) -> &'static [(u32, B)] {
         use B::*;
         match self {
-            Family::Mat(_) | Family::Embed(_) | Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
+            Family::Mat(_) | Family::Embed(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
+            Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R)],
             Family::QAct => &[(0, R), (1, W), (3, U), (4, U)],
             Family::Norm => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Eltwise => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
@@ -88,18 +91,22 @@ impl Family {
         }
     }
 
-    fn source(self, dp4a: bool) -> Result<String> {
+    /// The module's WGSL: common.wgsl, exact.wgsl with `fmaf` (the device's `fma` where it
+    /// rounds once, else its emulation), then the family's kernels.
+    fn source(self, dp4a: bool, fma_native: bool) -> Result<String> {
+        let fmaf = if fma_native { "fma(a, b, c)" } else { "fma_emulated(a, b, c)" };
+        let common = format!("{COMMON}\n{EXACT}\nfn fmaf(a: f32, b: f32, c: f32) -> f32 {{\n    return {fmaf};\n}}\n");
         let body = match self {
             Family::QMat(ty) => {
                 let spec = qmatmul::specialise(ty, dp4a).ok_or_else(|| Error::NotSupported(format!("no integer GPU kernel for tensor type {}", ty.name())))?;
-                return Ok(format!("{COMMON}\n{}\n{MAT}\n{QUANT}\n{spec}", include_str!("qmatmul.wgsl")));
+                return Ok(format!("{common}\n{}\n{MAT}\n{QUANT}\n{spec}", include_str!("qmatmul.wgsl")));
             }
             Family::QAct => include_str!("qact.wgsl"),
             Family::Mat(ty) | Family::Embed(ty) => {
                 let name = quant_name(ty).ok_or_else(|| Error::NotSupported(format!("no GPU kernel for tensor type {}", ty.name())))?;
                 let k = if matches!(self, Family::Mat(_)) { include_str!("matmul.wgsl") } else { include_str!("embed.wgsl") };
                 let mat = if matches!(self, Family::Mat(_)) { MAT } else { "" };
-                return Ok(format!("{COMMON}\n{k}\n{mat}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
+                return Ok(format!("{common}\n{k}\n{mat}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
             }
             Family::Norm => include_str!("norm.wgsl"),
             Family::Eltwise => include_str!("eltwise.wgsl"),
@@ -107,7 +114,7 @@ impl Family {
             Family::KvStore => include_str!("kvstore.wgsl"),
             Family::Attention => include_str!("attention.wgsl"),
         };
-        Ok(format!("{COMMON}\n{body}"))
+        Ok(format!("{common}\n{body}"))
     }
 }
 
@@ -142,7 +149,7 @@ impl Pipelines {
                 count: None,
             })
             .collect();
-        let src = f.source(gpu.dp4a)?;
+        let src = f.source(gpu.dp4a, gpu.fma_native)?;
         let (bgl, module) = gpu.checked(&format!("compiling the {f:?} kernels"), || {
             let bgl = gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
             let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {

@@ -15,7 +15,7 @@ struct NormParams {
 @group(0) @binding(3) var<uniform> P: NormParams;
 @group(0) @binding(4) var<uniform> S: Step;
 
-var<workgroup> part: array<f32, 256>;
+var<workgroup> part: array<vec2<f32>, 256>;
 
 fn n_rows() -> u32 {
     if (P.sel == 1u) {
@@ -24,8 +24,15 @@ fn n_rows() -> u32 {
     return S.n_tok * P.per_tok;
 }
 
+// Two f64-like (hi, lo) sums added (exact.wgsl's `df_add` of both parts).
+fn df_add2(a: vec2<f32>, b: vec2<f32>) -> vec2<f32> {
+    return df_add(df_add(a, b.x), b.y);
+}
+
+// 1 / sqrt(mean + eps) with mean = Σx² / len, the sum kept to ~48 bits as ggml keeps it in
+// f64 (ggml_float), then rounded to f32 once: the CPU path's bits (rust/cpu/ops.rs rms_norm).
 fn row_scale(li: u32, base: u32, from_b: bool) -> f32 {
-    var s = 0.0;
+    var s = vec2<f32>(0.0);
     for (var i = li; i < P.len; i += 256u) {
         var v: f32;
         if (from_b) {
@@ -33,17 +40,18 @@ fn row_scale(li: u32, base: u32, from_b: bool) -> f32 {
         } else {
             v = A[base + i];
         }
-        s += v * v;
+        s = df_add(s, v * v);
     }
     part[li] = s;
     workgroupBarrier();
     for (var w = 128u; w > 0u; w >>= 1u) {
         if (li < w) {
-            part[li] += part[li + w];
+            part[li] = df_add2(part[li], part[li + w]);
         }
         workgroupBarrier();
     }
-    return 1.0 / sqrt(part[0] / f32(P.len) + P.eps);
+    let mean = df_div(part[0], f32(P.len));
+    return div_rn(1.0, sqrt_rn(mean + P.eps));
 }
 
 @compute @workgroup_size(256)

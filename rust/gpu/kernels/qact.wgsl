@@ -1,6 +1,7 @@
 // Activations quantized on the device as the CPU path quantizes them for integer dot
 // products (rust/quant/activation.rs, llama.cpp's quantize_row_q8_0 / q8_K): round to
-// nearest, ties to even (WGSL `round`). Layout per block, 4-byte aligned (not ggml's
+// nearest, ties to even (WGSL `round`), divisions correctly rounded (exact.wgsl `div_rn`).
+// Layout per block, 4-byte aligned (not ggml's
 // bytes): Q8_0 = [d as f32 (the f16-rounded scale), 8 words of 4 i8]; Q8_K = [d f32, 64
 // words of 4 i8, 16 block sums as i32].
 struct QParams {
@@ -40,10 +41,10 @@ fn quant_q8_0(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = 0u; i < 32u; i++) {
         amax = max(amax, abs(X[x0 + i]));
     }
-    let d = amax / 127.0;
+    let d = div_rn(amax, 127.0);
     var id = 0.0;
     if (amax != 0.0) {
-        id = 127.0 / amax;
+        id = div_rn(127.0, amax);
     }
     let o = b * 9u;
     QA[o] = bitcast<u32>(unpack2x16float(pack2x16float(vec2<f32>(d, 0.0))).x);
@@ -78,7 +79,7 @@ fn quant_q8_k(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         return;
     }
-    let iscale = -127.0 / mx;
+    let iscale = div_rn(-127.0, mx);
     for (var g = 0u; g < 16u; g++) {
         var s = 0;
         for (var w = 0u; w < 4u; w++) {
@@ -94,5 +95,5 @@ fn quant_q8_k(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         QA[o + 65u + g] = bitcast<u32>(s);
     }
-    QA[o] = bitcast<u32>(1.0 / iscale);
+    QA[o] = bitcast<u32>(div_rn(1.0, iscale));
 }

@@ -52,9 +52,14 @@ pub fn specialise(ty: GgmlType, dp4a: bool) -> Option<String> {
         Act::Q8K => (256, 81),
     };
     let dot4 = if dp4a { "dot4I8Packed(a, b)" } else { "dot(i8x4(a), i8x4(b))" };
+    let finish = match ty {
+        GgmlType::Q4_K | GgmlType::Q6_K => format!("block_finish_{name}"),
+        _ => "lanes_finish".to_string(),
+    };
     Some(format!(
         "const BLK: u32 = {blk}u;\nconst ABLK: u32 = {ablk}u;\n\
-         fn block_dot(rb: u32, b: u32, ab: u32) -> f32 {{\n    return block_dot_{name}(rb, b, ab);\n}}\n\
+         fn block_step(rb: u32, b: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {{\n    block_step_{name}(rb, b, ab, fl, acc);\n}}\n\
+         fn block_finish(acc: ptr<function, array<f32, 8>>, fl: u32) -> f32 {{\n    return {finish}(acc, fl);\n}}\n\
          fn dot4i8(a: u32, b: u32) -> i32 {{\n    return {dot4};\n}}\n"
     ))
 }
@@ -71,8 +76,9 @@ pub fn op_quant(gpu: &Gpu, act: Act, x: &wgpu::Buffer, qa: &wgpu::Buffer, n_in: 
 }
 
 impl GpuWeight {
-    /// Y = W · X with X given quantized in `qa` (`op_quant` of this weight's `int_act`).
-    pub fn qops(&self, gpu: &Gpu, qa: &wgpu::Buffer, y: &wgpu::Buffer, step: &wgpu::Buffer, sel: bool) -> Result<Vec<Op>> {
+    /// Y = W · X with X given quantized in `qa` (`op_quant` of this weight's `int_act`);
+    /// `flags` holds each row's order flags (qmatmul.wgsl `FL`; `order_flags`).
+    pub fn qops(&self, gpu: &Gpu, qa: &wgpu::Buffer, y: &wgpu::Buffer, flags: &wgpu::Buffer, step: &wgpu::Buffer, sel: bool) -> Result<Vec<Op>> {
         self.chunks
             .iter()
             .map(|c| {
@@ -82,7 +88,7 @@ impl GpuWeight {
                     gpu,
                     Family::QMat(self.ty),
                     "qmatvec",
-                    &[&c.buf, qa, y],
+                    &[&c.buf, qa, y, flags],
                     Some(&p),
                     step,
                     Box::new(move |s: &StepSize| {
@@ -90,12 +96,18 @@ impl GpuWeight {
                         if n == 0 {
                             return [0, 0, 0];
                         }
-                        // 8 rows per workgroup
-                        let groups = rows.div_ceil(8);
-                        [groups.min(GRID_X), groups.div_ceil(GRID_X), n.div_ceil(8)]
+                        // 64 rows per workgroup, one token per z
+                        let groups = rows.div_ceil(64);
+                        [groups.min(GRID_X), groups.div_ceil(GRID_X), n]
                     }),
                 )
             })
             .collect()
     }
+}
+
+/// The order flags of one row of a matrix product (qmatmul.wgsl `FL`): llama.cpp's Q4_K gemm
+/// order (bit 0) and Q6_K tiled order (bit 1), from `model::orders::TokenOrder`.
+pub fn order_flags(q4_k: bool, q6_k: bool) -> u32 {
+    q4_k as u32 | (q6_k as u32) << 1
 }

@@ -37,6 +37,7 @@ fn rope(@builtin(global_invocation_id) gid: vec3<u32>) {
     let s = CS[P.sin_off + t * half + i];
     let x0 = A[a];
     let x1 = A[b];
-    A[a] = x0 * c - x1 * s;
-    A[b] = x0 * s + x1 * c;
+    // as ggml's C compiles it (contracted), like the CPU path (rust/cpu/ops.rs rope_apply)
+    A[a] = fmaf(x0, c, -(x1 * s));
+    A[b] = fmaf(x0, s, x1 * c);
 }
