@@ -19,6 +19,9 @@ pub struct Gpu {
     pub fma_native: bool,
     /// `fmaf` rounds once (natively or emulated): the kernels compute the CPU path's bits.
     pub fma_exact: bool,
+    /// WGSL's f16 type (SHADER_F16): the attention reads the f16 KV cache as f16 arrays;
+    /// otherwise it unpacks words (`unpack2x16float`), the same values.
+    pub f16: bool,
 }
 
 fn instance() -> &'static wgpu::Instance {
@@ -167,7 +170,8 @@ pub fn open(name: Option<&str>, main_gpu: usize) -> Result<Option<Gpu>> {
         eprintln!("llamars: {}: neither its fma nor its emulation rounds once; GPU results will differ from the CPU path in the last bits", info.name);
     }
     let (fma_native, fma_exact) = (native || !emulated, native || emulated);
-    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default(), dp4a, fma_native, fma_exact }))
+    let f16 = features.contains(wgpu::Features::SHADER_F16) && std::env::var("LLAMARS_GPU_NO_F16").is_err();
+    Ok(Some(Gpu { device, queue, info, limits, pipes: Pipelines::default(), dp4a, fma_native, fma_exact, f16 }))
 }
 
 impl Gpu {

@@ -293,6 +293,16 @@ fn norms_activations_and_rope_match_cpu() {
 #[test]
 fn kv_store_and_attention_match_cpu() {
     let Some(g) = gpu() else { return };
+    // with the cache read as f16 arrays (SHADER_F16) and as unpacked words
+    let mut other = device::open(Some(&g.info.name.clone()), 0).expect("open").expect("device");
+    other.f16 = false;
+    attention_on(&g);
+    if g.f16 {
+        attention_on(&other);
+    }
+}
+
+fn attention_on(g: &Gpu) {
     let mut rng = Rng(5);
     let pool = ThreadPool::new(1);
     let (n_head, n_head_kv, hd) = (4usize, 2usize, 80usize);
@@ -349,7 +359,7 @@ fn kv_store_and_attention_match_cpu() {
         assert_eq!(kdev, kc, "case {ci}: K cache rows");
         let got = read(&g, &ob, n * qd);
         for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
-            assert!((a - b).abs() <= tol(&g, ATTN_ABS), "case {ci} attention[{i}]: gpu {a} vs cpu {b}");
+            assert!((a - b).abs() <= tol(&g, ATTN_ABS), "case {ci} (f16 {}) attention[{i}]: gpu {a} vs cpu {b}", g.f16);
         }
     }
 }

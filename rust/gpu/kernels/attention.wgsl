@@ -23,8 +23,9 @@ struct AttnParams {
 }
 
 @group(0) @binding(0) var<storage, read> Q: array<f32>;
-@group(0) @binding(1) var<storage, read> KC: array<u32>;
-@group(0) @binding(2) var<storage, read> VC: array<u32>;
+// KC / VC (bindings 1, 2: the f16 cache, two halves per word) and their readers `kc2` /
+// `vc2` come before this file: f16 arrays where the device has SHADER_F16, else u32 words
+// unpacked (kernels/mod.rs).
 @group(0) @binding(3) var<storage, read_write> SC: array<f32>;
 @group(0) @binding(4) var<storage, read_write> O: array<f32>;
 @group(0) @binding(5) var<storage, read> TM: array<vec4<u32>>;
@@ -105,7 +106,7 @@ fn attn_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
     if (batch_order(t) && hd % 16u == 0u) {
         var acc: array<f32, 16>;
         for (var d = 0u; d < hd / 2u; d++) {
-            let k = unpack2x16float(KC[kb + d]);
+            let k = kc2(kb + d);
             let l = (2u * d) % 16u;
             acc[l] = fmaf(qs[2u * d], k.x, acc[l]);
             acc[l + 1u] = fmaf(qs[2u * d + 1u], k.y, acc[l + 1u]);
@@ -115,7 +116,7 @@ fn attn_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         var acc: array<f32, 64>;
         let np = hd / 64u * 64u;
         for (var d = 0u; d < np / 2u; d++) {
-            let k = unpack2x16float(KC[kb + d]);
+            let k = kc2(kb + d);
             let l = (2u * d) % 64u;
             acc[l] = fmaf(qs[2u * d], k.x, acc[l]);
             acc[l + 1u] = fmaf(qs[2u * d + 1u], k.y, acc[l + 1u]);
@@ -123,7 +124,7 @@ fn attn_scores(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_
         // elements past the last multiple of 64 are added in f64 after the reduction
         var tail = vec2<f32>(reduce64(&acc), 0.0);
         for (var d = np / 2u; d < hd / 2u; d++) {
-            let k = unpack2x16float(KC[kb + d]);
+            let k = kc2(kb + d);
             tail = df_add(tail, qs[2u * d] * k.x);
             tail = df_add(tail, qs[2u * d + 1u] * k.y);
         }
@@ -219,7 +220,7 @@ fn attn_pv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         for (var i = 0u; i < kr.y; i++) {
             let p = SC[base + i];
             if (p != 0.0) {
-                let v2 = unpack2x16float(VC[cache_row(t, kr.x + i) * vdim2 + vo]);
+                let v2 = vc2(cache_row(t, kr.x + i) * vdim2 + vo);
                 let v = select(v2.x, v2.y, hi);
                 let l = (kr.x + i) % 16u;
                 acc[l] = fmaf(p, v, acc[l]);
@@ -231,7 +232,7 @@ fn attn_pv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
         for (var i = 0u; i < kr.y; i++) {
             let p = SC[base + i];
             if (p != 0.0) {
-                let v2 = unpack2x16float(VC[cache_row(t, kr.x + i) * vdim2 + vo]);
+                let v2 = vc2(cache_row(t, kr.x + i) * vdim2 + vo);
                 let v = select(v2.x, v2.y, hi);
                 let l = (kr.x + i) % 64u;
                 acc[l] = fmaf(p, v, acc[l]);

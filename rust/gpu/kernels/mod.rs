@@ -93,8 +93,9 @@ impl Family {
 
     /// The module's WGSL: common.wgsl, exact.wgsl with `fmaf` (the device's `fma` where it
     /// rounds once, else its emulation), then the family's kernels.
-    fn source(self, dp4a: bool, fma_native: bool) -> Result<String> {
-        let fmaf = if fma_native { "fma(a, b, c)" } else { "fma_emulated(a, b, c)" };
+    fn source(self, gpu: &Gpu) -> Result<String> {
+        let dp4a = gpu.dp4a;
+        let fmaf = if gpu.fma_native { "fma(a, b, c)" } else { "fma_emulated(a, b, c)" };
         let common = format!("{COMMON}\n{EXACT}\nfn fmaf(a: f32, b: f32, c: f32) -> f32 {{\n    return {fmaf};\n}}\n");
         let body = match self {
             Family::QMat(ty) => {
@@ -112,7 +113,18 @@ impl Family {
             Family::Eltwise => include_str!("eltwise.wgsl"),
             Family::Rope => include_str!("rope.wgsl"),
             Family::KvStore => include_str!("kvstore.wgsl"),
-            Family::Attention => include_str!("attention.wgsl"),
+            Family::Attention => {
+                // the f16 cache as f16 arrays (SHADER_F16), else as words unpacked in f32
+                let (enable, ty, read) = if gpu.f16 { ("enable f16;\n", "vec2<f16>", "vec2<f32>") } else { ("", "u32", "unpack2x16float") };
+                return Ok(format!(
+                    "{enable}{common}\n\
+                     @group(0) @binding(1) var<storage, read> KC: array<{ty}>;\n\
+                     @group(0) @binding(2) var<storage, read> VC: array<{ty}>;\n\
+                     fn kc2(i: u32) -> vec2<f32> {{\n    return {read}(KC[i]);\n}}\n\
+                     fn vc2(i: u32) -> vec2<f32> {{\n    return {read}(VC[i]);\n}}\n{}",
+                    include_str!("attention.wgsl")
+                ));
+            }
         };
         Ok(format!("{common}\n{body}"))
     }
@@ -149,7 +161,7 @@ impl Pipelines {
                 count: None,
             })
             .collect();
-        let src = f.source(gpu.dp4a, gpu.fma_native)?;
+        let src = f.source(gpu)?;
         let (bgl, module) = gpu.checked(&format!("compiling the {f:?} kernels"), || {
             let bgl = gpu.device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor { label: None, entries: &entries });
             let module = gpu.device.create_shader_module(wgpu::ShaderModuleDescriptor {
