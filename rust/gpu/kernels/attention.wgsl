@@ -214,30 +214,25 @@ fn attn_pv(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_inde
     let g = h / (P.n_head / P.n_head_kv);
     let vo = g * P.v_head_dim / 2u + d / 2u;
     let hi = (d & 1u) == 1u;
+    // 16 lanes (tinyBLAS) or 64 (ggml_vec_dot_f16)
+    let w = select(64u, 16u, batch_order(t) && P.v_head_dim % 4u == 0u);
+    var acc: array<f32, 64>;
+    for (var i = 0u; i < kr.y; i++) {
+        let p = SC[base + i];
+        if (p != 0.0) {
+            let v2 = vc2(cache_row(t, kr.x + i) * vdim2 + vo);
+            let l = (kr.x + i) % w;
+            acc[l] = fmaf(p, select(v2.x, v2.y, hi), acc[l]);
+        }
+    }
     var r: f32;
-    if (batch_order(t) && P.v_head_dim % 4u == 0u) {
-        var acc: array<f32, 16>;
-        for (var i = 0u; i < kr.y; i++) {
-            let p = SC[base + i];
-            if (p != 0.0) {
-                let v2 = vc2(cache_row(t, kr.x + i) * vdim2 + vo);
-                let v = select(v2.x, v2.y, hi);
-                let l = (kr.x + i) % 16u;
-                acc[l] = fmaf(p, v, acc[l]);
-            }
+    if (w == 16u) {
+        var x: array<f32, 16>;
+        for (var l = 0u; l < 16u; l++) {
+            x[l] = acc[l];
         }
-        r = reduce16(acc);
+        r = reduce16(x);
     } else {
-        var acc: array<f32, 64>;
-        for (var i = 0u; i < kr.y; i++) {
-            let p = SC[base + i];
-            if (p != 0.0) {
-                let v2 = vc2(cache_row(t, kr.x + i) * vdim2 + vo);
-                let v = select(v2.x, v2.y, hi);
-                let l = (kr.x + i) % 64u;
-                acc[l] = fmaf(p, v, acc[l]);
-            }
-        }
         r = reduce64(&acc);
     }
     O[(t * P.n_head + h) * P.v_head_dim + d] = r;
