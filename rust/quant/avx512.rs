@@ -14,7 +14,7 @@
 //!
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
-use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, q4_k_gemm_step, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
+use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
@@ -123,7 +123,7 @@ macro_rules! k512 {
 // one-token order is ggml's AVX2 `vec_dot`, whose 8-lane accumulation the AVX2 kernel has.
 k512! {
     q4_k_body, false => k_q4_k / k_q4_k_vnni;
-    q4_k_body, true => k_q4_k_gemm / k_q4_k_gemm_vnni;
+    q4_k_gemm_body, true => k_q4_k_gemm / k_q4_k_gemm_vnni;
     q6_k_body, true => k_q6_k_tiled / k_q6_k_tiled_vnni;
 }
 
@@ -192,6 +192,8 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     w: [*const u8; RW],
     a: [*const u8; C],
 ) -> [[f32; C]; RW] {
+    // the gemv order (llama.cpp's one-token kernel); the gemm order is `q4_k_gemm_body`
+    let _ = BATCH;
     let m4 = _mm256_set1_epi8(0x0f);
     let mut acc = [[0f32; C]; RW];
     let mut acc_m = [[0f32; C]; RW];
@@ -205,13 +207,6 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             let sm = k4_scales_mins(wb.add(4));
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
-            // llama.cpp's gemm takes the min term per 64-element group: lane j of these
-            let mut mins_v = [_mm_setzero_si128(); C];
-            if BATCH {
-                for t in 0..C {
-                    mins_v[t] = k4_mins_dot(sm, a[t].add(292 * i + 260));
-                }
-            }
             for j in 0..4 {
                 let bits = load256(wb.add(16 + 32 * j));
                 let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
@@ -225,18 +220,6 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
                     let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(292 * i + 4 + 64 * j)));
                     sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
                 }
-                if BATCH {
-                    // llama.cpp's gemm: each 64-element group into the chains
-                    for t in 0..C {
-                        let dy = rd_f32(a[t].add(292 * i));
-                        let (c, m) = (&mut acc[r][t], &mut acc_m[r][t]);
-                        q4_k_gemm_step(c, m, _mm512_reduce_add_epi32(sumi[t]), mins_v[t], j, dw * dy, mw * dy);
-                        sumi[t] = _mm512_setzero_si512();
-                    }
-                }
-            }
-            if BATCH {
-                continue;
             }
             for t in 0..C {
                 let ab = a[t].add(292 * i);
@@ -253,6 +236,97 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             out[r][t] = acc[r][t] - acc_m[r][t];
         }
     }
+    out
+}
+
+/// Lane t: Σ of the 16 i32 lanes of `x[t]` for t < `x.len()` (≤ 8), 0 for the rest (exact).
+#[inline(always)]
+unsafe fn hsum_i32x16_lanes(x: &[__m512i]) -> __m256i {
+    // (loops, not closures: a closure does not inherit the caller's target features)
+    let mut y = [_mm256_setzero_si256(); 8];
+    for (t, &v) in x.iter().enumerate().take(8) {
+        y[t] = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+    }
+    // within 128-bit halves: [Σ0..3 of y0, y1, y2, y3 | Σ4..7 of y0..y3], then y4..y7
+    let a = _mm256_hadd_epi32(_mm256_hadd_epi32(y[0], y[1]), _mm256_hadd_epi32(y[2], y[3]));
+    let b = _mm256_hadd_epi32(_mm256_hadd_epi32(y[4], y[5]), _mm256_hadd_epi32(y[6], y[7]));
+    _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b))
+}
+
+/// Q4_K in the order of llama.cpp's repacked gemm ([`scalar::dot_q4_k_q8_k_gemm`]): per
+/// 64-element group j, `fma(f32(Σ), d_w·d_a, acc)` and `fma(f32(min term), dmin_w·d_a, acc_m)`,
+/// the chains of up to 8 tokens side by side in the lanes of one f32 vector (the same
+/// operations per lane as the scalar chain), the group sums of 8 tokens reduced together.
+///
+/// [`scalar::dot_q4_k_q8_k_gemm`]: super::scalar::dot_q4_k_q8_k_gemm
+#[inline(always)]
+unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, const C: usize>(
+    nb: usize,
+    w: [*const u8; RW],
+    a: [*const u8; C],
+) -> [[f32; C]; RW] {
+    const NC: usize = 2;
+    const { assert!(C <= 8 * NC, "q4_k_gemm_body: at most 16 tokens") };
+    let m4 = _mm256_set1_epi8(0x0f);
+    let chunks = C.div_ceil(8);
+    let mut acc = [[_mm256_setzero_ps(); NC]; RW];
+    let mut acc_m = [[_mm256_setzero_ps(); NC]; RW];
+    for i in 0..nb {
+        // d_a of each token, 8 per vector (0 past C)
+        let mut dyf = [0f32; 8 * NC];
+        for (t, d) in dyf.iter_mut().enumerate().take(C) {
+            *d = rd_f32(a[t].add(292 * i));
+        }
+        let dy = [_mm256_loadu_ps(dyf.as_ptr()), _mm256_loadu_ps(dyf.as_ptr().add(8))];
+        for r in 0..RW {
+            let wb = w[r].add(144 * i);
+            let (dw, mw) = fp16x2(wb, wb.add(2));
+            let sm = k4_scales_mins(wb.add(4));
+            let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
+            for c in 0..chunks {
+                let (t0, n) = (8 * c, (C - 8 * c).min(8));
+                let dd = _mm256_mul_ps(_mm256_set1_ps(dw), dy[c]);
+                let dm = _mm256_mul_ps(_mm256_set1_ps(mw), dy[c]);
+                // min terms: lane j per token → one vector per group j, lane t
+                let mut mv = [_mm_setzero_si128(); 8];
+                for (t, m) in mv.iter_mut().enumerate().take(n) {
+                    *m = k4_mins_dot(sm, a[t0 + t].add(292 * i + 260));
+                }
+                let mut z = [_mm256_setzero_si256(); 4];
+                for (k, v) in z.iter_mut().enumerate() {
+                    *v = _mm256_set_m128i(mv[k + 4], mv[k]);
+                }
+                let (u0, u1) = (_mm256_unpacklo_epi32(z[0], z[1]), _mm256_unpackhi_epi32(z[0], z[1]));
+                let (u2, u3) = (_mm256_unpacklo_epi32(z[2], z[3]), _mm256_unpackhi_epi32(z[2], z[3]));
+                let mins = [_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2), _mm256_unpacklo_epi64(u1, u3), _mm256_unpackhi_epi64(u1, u3)];
+                for (j, &mj) in mins.iter().enumerate() {
+                    let bits = load256(wb.add(16 + 32 * j));
+                    let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
+                    let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16((2 * j) as i16), _mm512_set1_epi16((2 * j + 1) as i16));
+                    let s = _mm512_permutexvar_epi16(idx, sc16);
+                    let mut sumi = [_mm512_setzero_si512(); 8];
+                    for (t, v) in sumi.iter_mut().enumerate().take(n) {
+                        let p16 = _mm512_maddubs_epi16(q4, load512(a[t0 + t].add(292 * i + 4 + 64 * j)));
+                        *v = wdot::<VNNI>(*v, p16, s);
+                    }
+                    let isum = _mm256_cvtepi32_ps(hsum_i32x16_lanes(&sumi[..n]));
+                    acc[r][c] = _mm256_fmadd_ps(isum, dd, acc[r][c]);
+                    acc_m[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mj), dm, acc_m[r][c]);
+                }
+            }
+        }
+    }
+    let mut out = [[0f32; C]; RW];
+    for r in 0..RW {
+        for c in 0..chunks {
+            let mut v = [0f32; 8];
+            _mm256_storeu_ps(v.as_mut_ptr(), _mm256_sub_ps(acc[r][c], acc_m[r][c]));
+            for (t, &x) in v.iter().enumerate().take((C - 8 * c).min(8)) {
+                out[r][8 * c + t] = x;
+            }
+        }
+    }
+    let _ = BATCH;
     out
 }
 
