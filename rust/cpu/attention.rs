@@ -8,7 +8,7 @@
 //! share it, so each K/V row is read and widened once per group, not once per head.
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
-use crate::quant::f16::{f32_to_f16, round_f16};
+use crate::quant::f16::round_f16;
 
 pub struct AttnShape {
     pub n_head: usize,
@@ -81,7 +81,7 @@ pub fn attention(
         let n_keys = pos + 1 - start;
         // Q of the group's heads, rounded to f16 (ggml converts Q to K's type)   [group, hd]
         let h0 = g * group;
-        let qh: Vec<u16> = q[t * s.n_head * hd + h0 * hd..][..group * hd].iter().map(|&x| f32_to_f16(x)).collect();
+        let qh: Vec<f32> = q[t * s.n_head * hd + h0 * hd..][..group * hd].iter().map(|&x| round_f16(x)).collect();
         // scores [group, n_keys]
         let mut scores = vec![0f32; group * n_keys];
         let mut dots = vec![0f32; group];

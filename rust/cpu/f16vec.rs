@@ -54,58 +54,59 @@ pub fn reduce64(x: &[f32; 64]) -> f32 {
 /// elements past the last multiple of 64 in f64 after the reduction, as ggml does).
 pub fn dot_f16(a: &[u16], b: &[u16], order: Order) -> f32 {
     let n = a.len().min(b.len());
-    #[cfg(target_arch = "x86_64")]
-    {
-        if isa() >= Isa::Avx2 {
-            // SAFETY: the ISA check guarantees AVX2/FMA/F16C.
-            return unsafe { x86::dot_f16(&a[..n], &b[..n], order) };
-        }
-    }
-    dot_f16_scalar(&a[..n], &b[..n], order)
+    let q = widen(&a[..n]);
+    let mut out = [0f32];
+    dot_f16_rows(&q, &b[..n], n, order, &mut out);
+    out[0]
+}
+
+fn widen(a: &[u16]) -> Vec<f32> {
+    a.iter().map(|&x| f16_to_f32(x)).collect()
 }
 
 /// `out[h] = dot_f16(q[h·d..(h+1)·d], k, order)` for the `out.len()` rows of `q` (the query
-/// heads that share one key row): the same bits as one call per row, with the rows' FMA
-/// chains interleaved.
-pub fn dot_f16_rows(q: &[u16], k: &[u16], d: usize, order: Order, out: &mut [f32]) {
+/// heads that share one key row), `q` given widened to f32 (f16 values: ggml converts Q to
+/// K's type; widened once per query, not once per key): the same bits as one call per row,
+/// with the rows' FMA chains interleaved.
+pub fn dot_f16_rows(q: &[f32], k: &[u16], d: usize, order: Order, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     {
         if isa() >= Isa::Avx2 && d <= k.len() && q.len() >= out.len() * d {
             let mut h = 0;
-            while h + 4 <= out.len() {
+            while h < out.len() {
+                let m = (out.len() - h).min(4);
                 // SAFETY: the ISA check guarantees AVX2/FMA/F16C; rows are in bounds (checked above).
-                let r = unsafe { x86::dot_f16_x4(&q[h * d..(h + 4) * d], &k[..d], d, order) };
-                out[h..h + 4].copy_from_slice(&r);
-                h += 4;
-            }
-            for (i, o) in out.iter_mut().enumerate().skip(h) {
-                *o = dot_f16(&q[i * d..(i + 1) * d], &k[..d], order);
+                let r = unsafe { x86::dot_qk_x4(&q[h * d..(h + m) * d], &k[..d], d, order) };
+                out[h..h + m].copy_from_slice(&r[..m]);
+                h += m;
             }
             return;
         }
     }
     for (i, o) in out.iter_mut().enumerate() {
-        *o = dot_f16(&q[i * d..(i + 1) * d], k, order);
+        *o = dot_qk_scalar(&q[i * d..(i + 1) * d], k, order);
     }
 }
 
 pub fn dot_f16_scalar(a: &[u16], b: &[u16], order: Order) -> f32 {
-    let w = order.width();
-    let np = a.len() / w * w;
-    let mut acc = [0f32; 64];
-    for (i, (&x, &y)) in a[..np].iter().zip(&b[..np]).enumerate() {
-        acc[i % w] = f16_to_f32(x).mul_add(f16_to_f32(y), acc[i % w]);
-    }
-    finish(&acc, order, &a[np..], &b[np..])
+    dot_qk_scalar(&widen(a), b, order)
 }
 
-fn finish(acc: &[f32; 64], order: Order, ta: &[u16], tb: &[u16]) -> f32 {
+/// The scalar reference: lane `i % W` takes `fma(q[i], k[i], lane)`, then the reduction.
+fn dot_qk_scalar(q: &[f32], k: &[u16], order: Order) -> f32 {
+    let w = order.width();
+    let n = q.len().min(k.len());
+    let np = n / w * w;
+    let mut acc = [0f32; 64];
+    for (i, (&x, &y)) in q[..np].iter().zip(&k[..np]).enumerate() {
+        acc[i % w] = x.mul_add(f16_to_f32(y), acc[i % w]);
+    }
     match order {
         Order::Tiny16 => reduce16(acc[..16].try_into().unwrap_or(&[0.0; 16])),
         Order::Vec64 => {
-            let mut s = reduce64(acc) as f64;
-            for (&x, &y) in ta.iter().zip(tb) {
-                s += (f16_to_f32(x) * f16_to_f32(y)) as f64;
+            let mut s = reduce64(&acc) as f64;
+            for (&x, &y) in q[np..n].iter().zip(&k[np..n]) {
+                s += (x * f16_to_f32(y)) as f64;
             }
             s as f32
         }
@@ -260,12 +261,6 @@ mod x86 {
         _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i))
     }
 
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_f16(a: &[u16], b: &[u16], order: Order) -> f32 {
-        let r = dot_f16_x4(a, b, a.len().min(b.len()), order);
-        r[0]
-    }
-
     /// ggml's `hsum_float_8`
     #[inline(always)]
     unsafe fn hsum8(x: __m256) -> f32 {
@@ -274,11 +269,11 @@ mod x86 {
         _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
     }
 
-    /// Up to 4 rows of `q` (`d` apart, `q.len() / d` of them) against `k`, chains interleaved.
-    /// [`super::reduce16`] of lanes 0..16 is `hsum8(lanes 0..8 + lanes 8..16)`, and
-    /// [`super::reduce64`] first folds registers (0+4)+(2+6) and (1+5)+(3+7) of 8 lanes.
+    /// Up to 4 rows of `q` (f32, `d` apart, `q.len() / d` of them) against `k`, chains
+    /// interleaved. [`super::reduce16`] of lanes 0..16 is `hsum8(lanes 0..8 + lanes 8..16)`,
+    /// and [`super::reduce64`] first folds registers (0+4)+(2+6) and (1+5)+(3+7) of 8 lanes.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub unsafe fn dot_f16_x4(q: &[u16], k: &[u16], d: usize, order: Order) -> [f32; 4] {
+    pub unsafe fn dot_qk_x4(q: &[f32], k: &[u16], d: usize, order: Order) -> [f32; 4] {
         let rows = (q.len() / d.max(1)).min(4);
         let w = order.width();
         let np = d / w * w;
@@ -290,7 +285,7 @@ mod x86 {
             for (r, ar) in acc.iter_mut().enumerate().take(rows) {
                 let pq = q.as_ptr().add(r * d);
                 for (j, s) in ar.iter_mut().enumerate().take(regs) {
-                    *s = _mm256_fmadd_ps(ld(pq.add(i + 8 * j)), ld(pk.add(i + 8 * j)), *s);
+                    *s = _mm256_fmadd_ps(_mm256_loadu_ps(pq.add(i + 8 * j)), ld(pk.add(i + 8 * j)), *s);
                 }
             }
             i += w;
@@ -305,7 +300,7 @@ mod x86 {
                     let r1 = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
                     let mut s = hsum8(_mm256_add_ps(r0, r1)) as f64;
                     for j in np..d {
-                        s += (f16_to_f32(q[r * d + j]) * f16_to_f32(k[j])) as f64;
+                        s += (q[r * d + j] * f16_to_f32(k[j])) as f64;
                     }
                     s as f32
                 }
@@ -395,6 +390,21 @@ mod tests {
                 assert_eq!(x.to_bits(), y.to_bits(), "n={n} {order:?}");
                 let exact: f64 = a.iter().zip(&b).map(|(&p, &q)| f16_to_f32(p) as f64 * f16_to_f32(q) as f64).sum();
                 assert!((x as f64 - exact).abs() <= 1e-5 * exact.abs().max(1.0));
+            }
+        }
+        // several query rows against one key row: each the single dot's bits
+        for (rows, d) in [(1usize, 256usize), (3, 80), (4, 64), (6, 256), (9, 16)] {
+            let (a, k) = vecs(rows * d);
+            let q: Vec<f32> = a.iter().map(|&x| f16_to_f32(x)).collect();
+            for order in [Order::Tiny16, Order::Vec64] {
+                if order == Order::Tiny16 && d % 16 != 0 {
+                    continue;
+                }
+                let mut out = vec![0f32; rows];
+                dot_f16_rows(&q, &k[..d], d, order, &mut out);
+                for (h, o) in out.iter().enumerate() {
+                    assert_eq!(o.to_bits(), dot_f16_scalar(&a[h * d..(h + 1) * d], &k[..d], order).to_bits(), "rows={rows} d={d} h={h} {order:?}");
+                }
             }
         }
         let xs: Vec<f32> = (0..203).map(|i| -(i as f32) * 0.37 + 3.0).collect();
