@@ -186,6 +186,17 @@ unsafe fn load512(p: *const u8) -> __m512i {
 // 64-element group j: [low nibbles of qs[32j..], high nibbles] against q8[64j..64j+64];
 // i16 lanes 0..16 take scale 2j, lanes 16..32 scale 2j+1.
 
+/// Group j of a Q4_K block at `wb`: its 64 4-bit values (u8) and the i16 scale of each lane
+/// (`sc16`: the block's 8 scales as i16).
+#[inline(always)]
+unsafe fn q4_k_group(wb: *const u8, j: usize, sc16: __m512i) -> (__m512i, __m512i) {
+    let m4 = _mm256_set1_epi8(0x0f);
+    let bits = load256(wb.add(16 + 32 * j));
+    let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
+    let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16((2 * j) as i16), _mm512_set1_epi16((2 * j + 1) as i16));
+    (q4, _mm512_permutexvar_epi16(idx, sc16))
+}
+
 #[inline(always)]
 unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const C: usize>(
     nb: usize,
@@ -194,7 +205,6 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
 ) -> [[f32; C]; RW] {
     // the gemv order (llama.cpp's one-token kernel); the gemm order is `q4_k_gemm_body`
     let _ = BATCH;
-    let m4 = _mm256_set1_epi8(0x0f);
     let mut acc = [[0f32; C]; RW];
     let mut acc_m = [[0f32; C]; RW];
     for i in 0..nb {
@@ -208,14 +218,7 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
             for j in 0..4 {
-                let bits = load256(wb.add(16 + 32 * j));
-                let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
-                let idx = _mm512_mask_blend_epi16(
-                    0xFFFF_0000,
-                    _mm512_set1_epi16((2 * j) as i16),
-                    _mm512_set1_epi16((2 * j + 1) as i16),
-                );
-                let s = _mm512_permutexvar_epi16(idx, sc16);
+                let (q4, s) = q4_k_group(wb, j, sc16);
                 for t in 0..C {
                     let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(292 * i + 4 + 64 * j)));
                     sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
@@ -267,7 +270,6 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
 ) -> [[f32; C]; RW] {
     const NC: usize = 2;
     const { assert!(C <= 8 * NC, "q4_k_gemm_body: at most 16 tokens") };
-    let m4 = _mm256_set1_epi8(0x0f);
     let chunks = C.div_ceil(8);
     let mut acc = [[_mm256_setzero_ps(); NC]; RW];
     let mut acc_m = [[_mm256_setzero_ps(); NC]; RW];
@@ -300,10 +302,7 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
                 let (u2, u3) = (_mm256_unpacklo_epi32(z[2], z[3]), _mm256_unpackhi_epi32(z[2], z[3]));
                 let mins = [_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2), _mm256_unpacklo_epi64(u1, u3), _mm256_unpackhi_epi64(u1, u3)];
                 for (j, &mj) in mins.iter().enumerate() {
-                    let bits = load256(wb.add(16 + 32 * j));
-                    let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
-                    let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16((2 * j) as i16), _mm512_set1_epi16((2 * j + 1) as i16));
-                    let s = _mm512_permutexvar_epi16(idx, sc16);
+                    let (q4, s) = q4_k_group(wb, j, sc16);
                     let mut sumi = [_mm512_setzero_si512(); 8];
                     for (t, v) in sumi.iter_mut().enumerate().take(n) {
                         let p16 = _mm512_maddubs_epi16(q4, load512(a[t0 + t].add(292 * i + 4 + 64 * j)));
