@@ -95,7 +95,7 @@ impl GgufFile {
         let mut c = Cursor::new(bytes, &path);
         let magic = c.take(4, "header (magic)")?;
         if magic != GGUF_MAGIC {
-            return Err(c.err(0, format!("bad magic {:?}: not a GGUF file (expected \"GGUF\")", String::from_utf8_lossy(magic))));
+            return Err(c.err(0, format!("bad magic \"{}\": not a GGUF file (expected \"GGUF\")", magic.escape_ascii())));
         }
         let version = c.u32("header (version)")?;
         if version != 2 && version != 3 {

@@ -3,6 +3,7 @@
 //! model from its vocabulary; each request gets a `Grammar` that masks the logits
 //! before sampling and follows the sampled tokens.
 mod gbnf;
+pub mod limits;
 
 pub use gbnf::gbnf_to_lark;
 
@@ -10,6 +11,7 @@ pub use gbnf::gbnf_to_lark;
 /// embedded in Lark grammars (`%json {...}`, tool calls), which bypass `compile`.
 pub fn harden_schema_text(schema: &str) -> Result<String, String> {
     let mut v: serde_json::Value = serde_json::from_str(schema).map_err(|e| format!("json_schema: not valid JSON: {e}"))?;
+    limits::check_schema("json_schema", schema, &v)?;
     harden_schema(&mut v);
     Ok(v.to_string())
 }
@@ -54,12 +56,14 @@ impl GrammarFactory {
     pub fn compile(&self, spec: &GrammarSpec) -> Result<Grammar, String> {
         let (field, top) = match spec {
             GrammarSpec::Gbnf(g) => {
-                let t = g.trim_start();
-                let lark = if t.starts_with("%llguidance") { g.clone() } else { gbnf_to_lark(g)? };
+                let is_lark = g.trim_start().starts_with("%llguidance");
+                limits::check_grammar("grammar", g, is_lark)?;
+                let lark = if is_lark { g.clone() } else { gbnf_to_lark(g)? };
                 ("grammar", TopLevelGrammar::from_lark(lark))
             }
             GrammarSpec::JsonSchema(s) => {
                 let mut v: serde_json::Value = serde_json::from_str(s).map_err(|e| format!("json_schema: not valid JSON: {e}"))?;
+                limits::check_schema("json_schema", s, &v)?;
                 harden_schema(&mut v);
                 ("json_schema", TopLevelGrammar::from_json_schema(v))
             }

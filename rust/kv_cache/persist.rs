@@ -61,7 +61,7 @@ impl Reader<'_> {
 
 /// Load bytes made by `save` into `slot`, replacing what it held. `what` names the
 /// source in errors (a file name). Nothing is changed when the bytes are refused.
-pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint: u64, bytes: &[u8], what: &str) -> Result<()> {
+pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint: u64, bytes: &[u8], what: &str, n_vocab: usize) -> Result<()> {
     let bad = |m: String| Error::InvalidRequest(format!("{what}: {m}"));
     let mut r = Reader { b: bytes, at: 0, what };
     if r.take(8)? != MAGIC {
@@ -84,6 +84,9 @@ pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint:
     }
     let toks = r.take(n * 4)?;
     let tokens: Vec<u32> = toks.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    if let Some(t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
+        return Err(bad(format!("invalid tokens: id {t} is outside the vocabulary (n_vocab = {n_vocab})")));
+    }
     // Validate every layer header and length before writing anything.
     let start = r.at;
     let mut spans = Vec::with_capacity(nl);
@@ -141,7 +144,7 @@ mod tests {
         cells.push(&(100..110).collect::<Vec<u32>>());
         let bytes = save(&kv, &cells, 0, 42);
         let mut c2 = SeqCells::new(Some((6, 3)));
-        restore(&mut kv, &mut c2, 1, 42, &bytes, "t").unwrap();
+        restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 1000).unwrap();
         assert_eq!(c2.tokens, cells.tokens);
         assert_eq!(c2.ring_lo, 4);
         for p in 0..10 {
@@ -152,8 +155,12 @@ mod tests {
             let (a, b) = (kv.row(1, 0, p), kv.row(1, 1, p));
             assert_eq!(kv.layers[1].v[a * 2..a * 2 + 2], kv.layers[1].v[b * 2..b * 2 + 2]);
         }
-        assert!(restore(&mut kv, &mut c2, 1, 43, &bytes, "t").unwrap_err().to_string().contains("different model"));
-        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes[..bytes.len() - 3], "t").unwrap_err().to_string().contains("truncated"));
-        assert!(restore(&mut kv, &mut c2, 1, 42, b"garbage!garbage!", "t").unwrap_err().to_string().contains("magic"));
+        assert!(restore(&mut kv, &mut c2, 1, 43, &bytes, "t", 1000).unwrap_err().to_string().contains("different model"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes[..bytes.len() - 3], "t", 1000).unwrap_err().to_string().contains("truncated"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, b"garbage!garbage!", "t", 1000).unwrap_err().to_string().contains("magic"));
+        // token ids beyond the vocabulary are refused before anything is written
+        let before = c2.tokens.clone();
+        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 105).unwrap_err().to_string().contains("invalid tokens: id 105"));
+        assert_eq!(c2.tokens, before);
     }
 }
