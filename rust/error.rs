@@ -32,6 +32,8 @@ pub enum Error {
     NotSupported(String),
     /// The GPU backend failed (out of device memory, a lost device, a kernel error).
     Gpu(String),
+    /// A bug: a panic caught on a request's path (the message says where).
+    Internal(String),
 }
 
 impl fmt::Display for Error {
@@ -70,6 +72,7 @@ impl fmt::Display for Error {
             ),
             Error::Cancelled => write!(f, "generation was cancelled"),
             Error::Gpu(m) => write!(f, "GPU: {}", m),
+            Error::Internal(m) => write!(f, "internal error: {}", m),
         }
     }
 }
@@ -80,5 +83,40 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+impl Error {
+    /// The same error again (one failure reported to several requests): same kind, same
+    /// message.
+    pub fn again(&self) -> Error {
+        match self {
+            Error::Io { path, source } => Error::Io { path: path.clone(), source: std::io::Error::new(source.kind(), source.to_string()) },
+            Error::Gguf { path, offset, what } => Error::Gguf { path: path.clone(), offset: *offset, what: what.clone() },
+            Error::MissingKey { path, key, what } => Error::MissingKey { path: path.clone(), key: key.clone(), what: what.clone() },
+            Error::UnsupportedArch { path, arch, supported } => Error::UnsupportedArch { path: path.clone(), arch: arch.clone(), supported },
+            Error::UnsupportedTensorType { path, tensor, type_name } => {
+                Error::UnsupportedTensorType { path: path.clone(), tensor: tensor.clone(), type_name: type_name.clone() }
+            }
+            Error::Tensor { path, tensor, what } => Error::Tensor { path: path.clone(), tensor: tensor.clone(), what: what.clone() },
+            Error::Tokenizer(m) => Error::Tokenizer(m.clone()),
+            Error::InvalidRequest(m) => Error::InvalidRequest(m.clone()),
+            Error::ContextOverflow { n_tokens, n_ctx } => Error::ContextOverflow { n_tokens: *n_tokens, n_ctx: *n_ctx },
+            Error::Cancelled => Error::Cancelled,
+            Error::Unavailable(m) => Error::Unavailable(m.clone()),
+            Error::NotSupported(m) => Error::NotSupported(m.clone()),
+            Error::Gpu(m) => Error::Gpu(m.clone()),
+            Error::Internal(m) => Error::Internal(m.clone()),
+        }
+    }
+
+    /// A caught panic's payload as an `Internal` error naming where it happened.
+    pub fn from_panic(payload: Box<dyn std::any::Any + Send>, place: &str) -> Error {
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic with no message".into());
+        Error::Internal(format!("{place} failed: {msg}"))
     }
 }

@@ -191,3 +191,19 @@ def test_quickstart_notebook_runs_in_a_real_kernel(model_path):
     assert shown and all(o["data"]["text/plain"].strip() for o in shown)
     assert "stop: " in shown[0]["data"]["text/plain"]  # the final update (with its footer) arrived
     assert llamars.display_stream is display_stream
+
+
+def test_devices_text_shows_the_system_memory_on_the_cpu_line(monkeypatch):
+    """A GPU's memory must not be printed on the CPU line (it once was: the loop reused
+    the variable holding the system memory)."""
+    import llamars.devices as d
+
+    fake = [{"name": "Vulkan0", "description": "Big GPU", "memory_bytes": 80 << 30, "kind": "discrete", "backend": "vulkan",
+             "max_buffer_bytes": 4 << 30}]
+    monkeypatch.setattr(d._core, "list_devices", lambda: fake)
+    monkeypatch.setattr(d, "system_memory_mib", lambda: 12345)
+    lines = d.devices_text().splitlines()
+    gpu = next(ln for ln in lines if "Vulkan0" in ln)
+    cpu = next(ln for ln in lines if ln.strip().startswith("CPU:"))
+    assert "81920 MiB" in gpu
+    assert "12345 MiB" in cpu and "81920" not in cpu

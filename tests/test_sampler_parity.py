@@ -54,7 +54,8 @@ def test_sampler_on_llama_cpp_logits_is_exact(engine, c):
         logits = np.full(engine.n_vocab, -np.inf, dtype=np.float32)
         for i, v in top:
             logits[i] = v
-        got = engine._core.sample_logits(logits.tolist(), history, sampling=sampling or None, **kw)
+        req = engine.request([0], **kw, **sampling)
+        got = engine._core.sample_logits(logits.tolist(), history, req)
         assert got == want, f"{c['case']} step {j}: llamars' sampler picks {got}, llama.cpp's {want}"
         history.append(want)
 

@@ -1,5 +1,5 @@
 """llamars: fast local LLM inference (GGUF, quantized SIMD kernels) with a Rust core."""
-from ._core import __version__
+from ._core import GenerationRequest, __version__
 from .async_engine import AsyncEngine, AsyncStream
 from .engine import Engine
 from .results import Chunk, GenerationResult, Stream, Timings
@@ -7,6 +7,7 @@ from .errors import (
     CancelledError,
     ContextOverflowError,
     GpuError,
+    InternalError,
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
@@ -16,10 +17,12 @@ from .errors import (
 )
 from ._inspect import inspect
 from .notebook import display_stream
+from .chat import session as _chat_session  # noqa: F401 (registers Engine.chat)
 
 __all__ = [
     "__version__",
     "Engine",
+    "GenerationRequest",
     "AsyncEngine",
     "AsyncStream",
     "Stream",
@@ -37,4 +40,5 @@ __all__ = [
     "UnavailableError",
     "NotSupportedError",
     "GpuError",
+    "InternalError",
 ]

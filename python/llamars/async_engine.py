@@ -11,7 +11,7 @@ import os
 import threading
 from typing import Dict, List, Optional, Tuple, Union
 
-from . import _core
+from . import _core, _fronts
 from .engine import Engine, Prompt
 from .results import Chunk, GenerationResult, _result
 
@@ -184,20 +184,43 @@ class AsyncEngine:
 
     async def astream(self, prompt: Prompt, _quiet: bool = False, **kwargs) -> AsyncStream:
         """Start a generation; same parameters as `Engine.stream`."""
+        return self.submit(self.engine.request(prompt, **kwargs), quiet=_quiet)
+
+    def submit(self, req: "_core.GenerationRequest", *, quiet: bool = False) -> AsyncStream:
+        """Start a generation from a `GenerationRequest` (`Engine.request`); must be called
+        on the event loop the stream will be read on."""
         loop = asyncio.get_running_loop()
         self._ensure_dispatcher()
-        args, kw = self.engine._args(prompt, kwargs)
         queue: asyncio.Queue = asyncio.Queue()
-        rid = self.engine._core.submit_to(self._hub, *args, quiet=_quiet, **kw)
+        rid = self.engine._core.submit_to(self._hub, req, quiet)
+        return self._route(loop, rid, queue, req)
+
+    async def start(self, req: "_core.GenerationRequest", *, quiet: bool = False) -> AsyncStream:
+        """`submit`, with a grammar's compilation (which grows with the grammar) on a worker
+        thread, so the event loop never waits on it."""
+        if not req.constrained:
+            return self.submit(req, quiet=quiet)
+        loop = asyncio.get_running_loop()
+        self._ensure_dispatcher()
+        queue: asyncio.Queue = asyncio.Queue()
+        rid = await asyncio.to_thread(self.engine._core.submit_to, self._hub, req, quiet)
+        return self._route(loop, rid, queue, req)
+
+    def _route(self, loop, rid: int, queue: asyncio.Queue, req) -> AsyncStream:
         with self._lock:
             self._routes[rid] = (loop, queue)
             for ev in self._early.pop(rid, []):
                 queue.put_nowait(ev)
-        return AsyncStream(self, rid, queue, progress=args[-1])
+        return AsyncStream(self, rid, queue, progress=req.return_progress)
 
     async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; cancelling the awaiting task cancels the generation."""
-        s = await self.astream(prompt, _quiet=True, **kwargs)
+        return await self.collect(self.engine.request(prompt, **kwargs))
+
+    async def collect(self, req: "_core.GenerationRequest") -> GenerationResult:
+        """Run a `GenerationRequest` to completion (only the final event crosses over);
+        cancelling the awaiting task cancels the generation."""
+        s = await self.start(req, quiet=True)
         try:
             async for _ in s:
                 pass
@@ -217,3 +240,7 @@ class AsyncEngine:
 def _deliver(items: list) -> None:
     for queue, ev in items:
         queue.put_nowait(ev)
+
+
+_fronts.register("async", AsyncEngine)
+_fronts.register("lazy_astream", LazyAsyncStream)

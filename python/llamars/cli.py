@@ -17,6 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .cli_options import OPTIONS, C, Opt, S, X
 from .config import SamplingDefaults, ServerConfig
+from .devices import devices_text
 
 PROG = "llamars-server"
 
@@ -267,43 +268,12 @@ def help_text() -> str:
 
 
 def version_text() -> str:
-    from . import __version__
+    from ._core import __version__
 
     return (
         f"version: {__version__} (llamars)\n"
         f"built with llamars (Rust core, Python {platform.python_version()}) for {platform.machine()}-{sys.platform}"
     )
-
-
-def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "CPU"
-
-
-def devices_text() -> str:
-    mem = ""
-    try:
-        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // (1024 * 1024)
-        mem = f", {total} MiB"
-    except (ValueError, OSError, AttributeError):
-        pass
-    from . import _core
-
-    lines = ["Available devices:"]
-    for d in _core.list_devices():
-        mem = f"{d['memory_bytes'] // (1024 * 1024)} MiB, " if d.get("memory_bytes") else ""
-        lines.append(f"  {d['name']}: {d['description']} ({mem}{d['kind']}, {d['backend']}, "
-                     f"max buffer {d['max_buffer_bytes'] // (1024 * 1024)} MiB)")
-    lines.append(f"  CPU: {_cpu_name()} ({os.cpu_count() or 1} threads{mem})")
-    if not _core.gpu_built():
-        lines.append("note: this build has no wgpu backend; -ngl and -dev run everything on the CPU")
-    return "\n".join(lines)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -155,6 +155,9 @@ OPTIONS: Tuple[Opt, ...] = (
         "e.g. '{\"key1\":\"value1\",\"key2\":\"value2\"}'", _E + "CHAT_TEMPLATE_KWARGS", X),
     Opt("-to, --timeout", "timeout", "int", "N", "server read/write timeout in seconds (default: 3600)",
         _E + "TIMEOUT", X, lo=0),
+    Opt("--max-prompts", "max_prompts", "int", "N",
+        "most generations (prompts × n) or embedding inputs one request may ask for; more is a 400 "
+        "(default: 1024)", _E + "MAX_PROMPTS", X, lo=1),
     Opt("--cache-prompt", "cache_prompt", "bool", "", "whether to enable prompt caching (default: enabled)",
         _E + "CACHE_PROMPT", X, neg="--no-cache-prompt"),
     Opt("--cache-reuse", "cache_reuse", "int", "N",

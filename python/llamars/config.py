@@ -6,18 +6,24 @@ from typing import Dict, List, Optional
 
 import msgspec
 
+from . import _core
+
+# every generation field's default, as the core defines it (rust/engine/fields.rs)
+_CORE = {name: default for name, _kind, _group, default, _doc in _core.generation_fields()}
+
 
 class SamplingDefaults(msgspec.Struct, kw_only=True):
-    """Server-wide defaults for request sampling fields (llama-server's sampling flags)."""
+    """Server-wide defaults for request sampling fields (llama-server's sampling flags);
+    the values are the core's defaults unless a flag sets them."""
 
-    n_predict: int = -1
-    temperature: float = 0.8
-    top_k: int = 40
-    top_p: float = 0.95
-    min_p: float = 0.05
-    seed: int = -1
-    n_probs: int = 0
-    ignore_eos: bool = False
+    n_predict: int = -1  # llama-server's default: no limit (Engine's own default is 16 tokens)
+    temperature: float = _CORE["temperature"]
+    top_k: int = _CORE["top_k"]
+    top_p: float = _CORE["top_p"]
+    min_p: float = _CORE["min_p"]
+    seed: int = _CORE["seed"]
+    n_probs: int = _CORE["n_probs"]
+    ignore_eos: bool = _CORE["ignore_eos"]
     # the rest of the chain: None = llama.cpp's default (see llamars.sampling)
     samplers: Optional[str] = None  # names separated by ';'
     sampling_seq: Optional[str] = None  # letters, e.g. "edskypmxt"
@@ -41,6 +47,17 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
     # server-wide constraint (--grammar / --json-schema), used when a request sets none
     grammar: Optional[str] = None
     json_schema: Optional[str] = None
+
+    def fields(self) -> dict:
+        """The generation fields a request starts from on this server (request fields win)."""
+        out = {k: getattr(self, k) for k in ("temperature", "top_k", "top_p", "min_p", "seed", "n_probs", "ignore_eos")}
+        out["max_tokens"] = self.n_predict
+        out.update(self.chain_defaults())
+        if self.grammar:
+            out["grammar"] = self.grammar
+        elif self.json_schema:
+            out["json_schema"] = self.json_schema
+        return out
 
     def chain_defaults(self) -> dict:
         """Server-wide sampler settings given on the command line (request fields win)."""
@@ -85,6 +102,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     ssl_key_file: Optional[str] = None
     ssl_cert_file: Optional[str] = None
     timeout: int = 3600
+    # bounds on one request's work (llamars' own; llama-server has no such flags)
+    max_prompts: int = 1024  # generations (prompts × n) or embedding inputs per request
     cors_origins: List[str] = msgspec.field(default_factory=lambda: ["*"])
     cors_methods: List[str] = msgspec.field(default_factory=lambda: ["GET", "POST", "DELETE", "OPTIONS"])
     cors_headers: List[str] = msgspec.field(default_factory=lambda: ["*"])

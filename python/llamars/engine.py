@@ -5,13 +5,12 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import _core
+from . import _core, _fronts
 from .errors import InvalidRequestError
-from .params import _GEN_DEFAULTS, SAMPLING_KEYS, _grammar_text, _schema_text
 from .progress import progress_bar
 from .results import GenerationResult, Stream
 
@@ -170,9 +169,7 @@ class Engine:
 
     def _repr_html_(self) -> str:
         """Jupyter's rich view: model, architecture, quantization, context, devices."""
-        from .notebook import engine_html
-
-        return engine_html(self)
+        return _fronts.get("html")(self)
 
     # ---------------------------------------------------------------- tokens
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list:
@@ -220,59 +217,12 @@ class Engine:
             raise InvalidRequestError("prompt must be a str or a list of token ids (ints)")
         return [int(t) for t in ids]
 
-    def _logit_bias(self, lb) -> list:
-        """llama.cpp's logit_bias forms → [(id, bias)]: [[id or text, bias], ...] or
-        {id or text: bias}; a text biases each of its tokens; bias false = never."""
-        items = lb.items() if isinstance(lb, dict) else lb
-        out = []
-        for item in items:
-            if not isinstance(item, (list, tuple)) or len(item) != 2:
-                raise InvalidRequestError("logit_bias: entries must be [token id or text, bias] pairs")
-            key, bias = item
-            if bias is False:
-                bias = float("-inf")
-            elif isinstance(bias, bool) or not isinstance(bias, (int, float)):
-                raise InvalidRequestError(f"logit_bias: bias for {key!r} must be a number or false")
-            if isinstance(key, str) and not key.lstrip("-").isdigit():
-                ids = self.tokenize(key, add_special=False, parse_special=False)
-            elif isinstance(key, (int, str)) and not isinstance(key, bool):
-                ids = [int(key)]
-            else:
-                raise InvalidRequestError(f"logit_bias: {key!r} is not a token id or text")
-            out += [(i, float(bias)) for i in ids]
-        return out
-
-    def _args(self, prompt: Prompt, kw: dict) -> Tuple[tuple, dict]:
-        unknown = set(kw) - _GEN_DEFAULTS.keys() - SAMPLING_KEYS
-        if unknown:
-            raise InvalidRequestError(f"unknown generation parameter(s): {', '.join(sorted(unknown))}")
-        sampling = {k: kw.pop(k) for k in list(kw) if k in SAMPLING_KEYS and kw[k] is not None}
-        if "logit_bias" in sampling:
-            sampling["logit_bias"] = self._logit_bias(sampling["logit_bias"])
-        p = {**_GEN_DEFAULTS, **kw}
-        stop = p["stop"]
-        if isinstance(stop, str):
-            stop = [stop]
-        return (
-            self._prompt_ids(prompt),
-            p["max_tokens"],
-            list(stop or []),
-            float(p["temperature"]),
-            int(p["top_k"]),
-            float(p["top_p"]),
-            float(p["min_p"]),
-            p["seed"],
-            bool(p["ignore_eos"]),
-            int(p["n_probs"]),
-            bool(p["cache_prompt"]),
-            p["id_slot"],
-            int(p["n_keep"]),
-            int(p["n_discard"]),
-            bool(p["truncate"]),
-            bool(p["return_progress"]),
-        ), {"n_indent": int(p["n_indent"]), "t_max_predict_ms": int(p["t_max_predict_ms"]),
-            "post_sampling_probs": bool(p["post_sampling_probs"]), "sampling": sampling or None,
-            "grammar": _grammar_text(p["grammar"]), "json_schema": _schema_text(p["json_schema"])}
+    def request(self, prompt: Prompt, _names: Optional[Dict[str, str]] = None, **fields) -> "_core.GenerationRequest":
+        """A validated `GenerationRequest` for `prompt` with the generation `fields` given
+        (the parameters of `stream`; the rest at their defaults, which the core defines:
+        `llamars.generation_defaults()`). Bad values raise `InvalidRequestError` naming
+        the field."""
+        return self._core.request(self._prompt_ids(prompt), fields, _names)
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
         """Start a generation and iterate over its chunks as they are produced.
@@ -292,17 +242,16 @@ class Engine:
         grammar_triggers (list of words) makes the grammar lazy: the output is free until
         one of the words appears, then constrained from that word on.
         """
-        args, kw = self._args(prompt, kwargs)
-        return Stream(self._core.submit(*args, **kw), progress=args[-1])
+        return self.submit(self.request(prompt, **kwargs))
 
-    def _quiet(self, prompt: Prompt, kwargs: dict) -> Stream:
-        """A request that sends only its final event (no per-token work in Python)."""
-        args, kw = self._args(prompt, kwargs)
-        return Stream(self._core.submit(*args, quiet=True, **kw), progress=args[-1])
+    def submit(self, req: "_core.GenerationRequest", *, quiet: bool = False) -> Stream:
+        """Start a generation from a `GenerationRequest` (`Engine.request`); `quiet`:
+        only the final result, no per-token chunks."""
+        return Stream(self._core.submit(req, quiet), progress=req.return_progress)
 
     def generate(self, prompt: Prompt, **kwargs) -> GenerationResult:
         """Generate to completion; same parameters as `stream`."""
-        s = self._quiet(prompt, kwargs)
+        s = self.submit(self.request(prompt, **kwargs), quiet=True)
         for _ in s:
             pass
         assert s.result is not None
@@ -330,9 +279,7 @@ class Engine:
         {"name": ...}}); other keyword arguments as `generate`. Returns a `ChatResult`
         with `content`, `reasoning`, `tool_calls`, `finish_reason` and `result`;
         `ChatResult.message()` is the assistant turn to append for the next call."""
-        from .chat.session import run_chat
-
-        return run_chat(self, messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+        return _fronts.get("chat")(self, messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                         reasoning_format=reasoning_format, chat_template_kwargs=chat_template_kwargs, **kwargs)
 
     # ---------------------------------------------------------------- asyncio
@@ -340,9 +287,7 @@ class Engine:
         """The `AsyncEngine` this engine's `agenerate`/`astream` run on (made on first use)."""
         with _ASYNC_LOCK:
             if getattr(self, "_aengine", None) is None:
-                from .async_engine import AsyncEngine
-
-                self._aengine = AsyncEngine(engine=self)
+                self._aengine = _fronts.get("async")(engine=self)
             return self._aengine
 
     async def agenerate(self, prompt: Prompt, **kwargs) -> GenerationResult:
@@ -353,9 +298,7 @@ class Engine:
         """`stream` for asyncio: `async for chunk in eng.astream(...)` directly, or
         `s = await eng.astream(...)` for the `AsyncStream` (as `AsyncEngine.astream`);
         `.result` once done. The request starts at the first `await` / iteration."""
-        from .async_engine import LazyAsyncStream
-
-        return LazyAsyncStream(self._async(), prompt, kwargs)
+        return _fronts.get("lazy_astream")(self._async(), prompt, kwargs)
 
     def cancel(self, request_id: int) -> None:
         """Stop a queued or running request by id (`Stream.id`); other requests go on."""

@@ -3,6 +3,7 @@ from ._core import (
     CancelledError,
     ContextOverflowError,
     GpuError,
+    InternalError,
     InvalidRequestError,
     LlamarsError,
     ModelLoadError,
@@ -21,4 +22,5 @@ __all__ = [
     "UnavailableError",
     "NotSupportedError",
     "GpuError",
+    "InternalError",
 ]

@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any, Optional, TextIO
 
+from . import _fronts
+from .devices import devices_text
 from .models import FILE_TYPES
 from .progress import in_notebook
 
@@ -26,8 +28,6 @@ def _num(n: Optional[int], units=("", "K", "M", "B", "T"), base: float = 1000.0)
 
 def engine_rows(engine) -> list:
     """(label, value) pairs describing a loaded engine, values as plain text."""
-    from .cli import devices_text
-
     i = engine.info
     ftype = i.get("file_type")
     quant = FILE_TYPES.get(ftype, f"file type {ftype}" if ftype is not None else "?")
@@ -151,3 +151,6 @@ async def _adisplay(stream: Any, interval: float, file: Optional[TextIO]) -> Any
             await stream.aclose()
         raise
     return shower.finish(getattr(stream, "result", None))
+
+
+_fronts.register("html", engine_html)

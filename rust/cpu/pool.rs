@@ -1,6 +1,11 @@
 //! A persistent thread pool that spins briefly, then parks. One job at a time:
 //! `run(n_tasks, f)` calls `f(i)` for every i in 0..n_tasks across the caller and
 //! the workers, and returns when all are done. No per-call thread spawning.
+//!
+//! A task that panics does not take a worker down or leave the caller waiting: the
+//! panic is caught where it happens, every thread leaves the job as usual, and `run`
+//! then panics on the caller's thread with the first message (so the engine loop's own
+//! catch turns it into that step's error).
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -22,6 +27,28 @@ struct Shared {
     park_lock: Mutex<()>,
     park_cv: Condvar,
     shutdown: AtomicBool,
+    /// The first panic of the current job (its message).
+    panic: Mutex<Option<String>>,
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>().map(|s| s.to_string()).or_else(|| p.downcast_ref::<String>().cloned()).unwrap_or_else(|| "a panic with no message".into())
+}
+
+/// Run tasks of the current job until none is left, catching a panic (recorded once).
+fn drain(s: &Shared, n: usize, f: &(dyn Fn(usize) + Sync)) {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| loop {
+        let i = s.next.fetch_add(1, Ordering::AcqRel);
+        if i >= n {
+            break;
+        }
+        f(i);
+    }));
+    if let Err(p) = r {
+        // the other threads stop taking tasks of this job
+        s.next.store(usize::MAX / 2, Ordering::Release);
+        s.panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| panic_message(&*p));
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -51,6 +78,7 @@ impl ThreadPool {
             park_lock: Mutex::new(()),
             park_cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            panic: Mutex::new(None),
         });
         let workers = (1..n_threads)
             .filter_map(|i| {
@@ -94,13 +122,7 @@ impl ThreadPool {
             let _l = s.park_lock.lock().unwrap_or_else(|e| e.into_inner());
             s.park_cv.notify_all();
         }
-        loop {
-            let i = s.next.fetch_add(1, Ordering::AcqRel);
-            if i >= n_tasks {
-                break;
-            }
-            f(i);
-        }
+        drain(s, n_tasks, fref);
         // Wait for the workers: spin briefly, then yield so a descheduled worker on an
         // oversubscribed machine gets the core back instead of being starved by us.
         let mut spins = 0u32;
@@ -113,6 +135,9 @@ impl ThreadPool {
             }
         }
         *s.job.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(msg) = s.panic.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            panic!("{msg}");
+        }
     }
 }
 
@@ -149,14 +174,8 @@ fn worker(s: Arc<Shared>, mut seen: usize) {
         let job = *s.job.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(SendJob(job)) = job {
             let n = s.n_tasks.load(Ordering::Acquire);
-            loop {
-                let i = s.next.fetch_add(1, Ordering::AcqRel);
-                if i >= n {
-                    break;
-                }
-                // SAFETY: `run` keeps the closure alive until `active` drops to zero.
-                unsafe { (*job)(i) };
-            }
+            // SAFETY: `run` keeps the closure alive until `active` drops to zero.
+            drain(&s, n, unsafe { &*job });
         }
         s.active.fetch_sub(1, Ordering::AcqRel);
     }
@@ -234,6 +253,28 @@ mod tests {
                 c.fetch_add(1, Ordering::Relaxed);
             });
             assert_eq!(c.load(Ordering::Relaxed), 4);
+        }
+    }
+
+    #[test]
+    fn a_panicking_task_fails_the_run_not_the_pool() {
+        let pool = ThreadPool::new(3);
+        for round in 0..4 {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                pool.run(64, |i| {
+                    if i == 17 + round {
+                        panic!("task {i} broke");
+                    }
+                })
+            }));
+            let msg = r.err().and_then(|p| p.downcast_ref::<String>().cloned()).unwrap_or_default();
+            assert!(msg.contains("broke"), "{msg}");
+            // the pool still runs every task of the next job
+            let n = AtomicUsize::new(0);
+            pool.run(100, |_| {
+                n.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(n.load(Ordering::Relaxed), 100);
         }
     }
 

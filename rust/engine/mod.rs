@@ -1,19 +1,27 @@
 //! The engine: a loaded model, its tokenizer and the CPU pool, plus sessions
 //! (a KV cache and activations) that generations run in.
+mod admission;
 mod batch_loop;
+mod commit;
 mod decode;
+mod execute;
+pub mod fields;
 pub mod metrics;
+pub mod planner;
 mod prompt_cache;
+pub mod queue;
 pub mod request;
 pub mod scheduler;
 pub mod slot;
 mod slot_io;
+mod state;
 mod stop;
 
 pub use decode::{Decoder, GenParams, StopReason, Timings, TokenEvent};
 pub use metrics::{Metrics, Snapshot};
 pub use request::{Event, Final, Hub, RequestParams, Sink};
-pub use scheduler::{SchedConfig, Scheduler, SlotAction, SlotActionResult};
+pub use queue::{Fault, SchedConfig, SlotAction, SlotActionResult};
+pub use scheduler::Scheduler;
 pub use slot::SlotInfo;
 
 use crate::cpu::{pool::default_threads, ThreadPool};
@@ -109,9 +117,22 @@ impl Engine {
             let eos = v.eos.or(v.eot).unwrap_or(0);
             GrammarFactory::new(&pieces, &special, eos).map(Arc::new)
         });
-        match f {
-            Ok(f) => f.compile(spec).map_err(Error::InvalidRequest),
-            Err(e) => Err(Error::NotSupported(e.clone())),
+        let f = match f {
+            Ok(f) => f.clone(),
+            Err(e) => return Err(Error::NotSupported(e.clone())),
+        };
+        // the grammar engine recurses as deep as the grammar nests: on a thread whose stack
+        // is sized for the limits `check_grammar` / `check_schema` enforce, and a panic in
+        // it is this request's error
+        let spec = spec.clone();
+        let compiler = std::thread::Builder::new()
+            .name("llamars-grammar".into())
+            .stack_size(crate::grammar::limits::COMPILE_STACK)
+            .spawn(move || std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f.compile(&spec))))
+            .map_err(|e| Error::Internal(format!("could not start the grammar compiler thread: {e}")))?;
+        match compiler.join() {
+            Ok(Ok(r)) => r.map_err(Error::InvalidRequest),
+            Ok(Err(p)) | Err(p) => Err(Error::from_panic(p, "compiling the grammar")),
         }
     }
 

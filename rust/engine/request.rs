@@ -121,6 +121,9 @@ impl Sink {
     }
 }
 
+/// A queued or running generation. Its last event (`Done` or `Error`) goes out through
+/// `end`; a request dropped before that (a panic that unwound past it) ends with an
+/// internal error instead of leaving its caller waiting.
 pub struct Request {
     pub id: u64,
     pub params: RequestParams,
@@ -128,4 +131,39 @@ pub struct Request {
     pub queued_at: std::time::Instant,
     /// The compiled grammar (compiled when submitted, so errors reach the caller).
     pub grammar: Option<crate::grammar::Grammar>,
+    ended: bool,
+}
+
+impl Request {
+    pub fn new(id: u64, params: RequestParams, sink: Sink, grammar: Option<crate::grammar::Grammar>) -> Request {
+        Request { id, params, sink, queued_at: std::time::Instant::now(), grammar, ended: false }
+    }
+
+    /// A non-final event; false when nobody is listening any more.
+    pub fn send(&self, ev: Event) -> bool {
+        self.sink.send(self.id, ev)
+    }
+
+    /// The last event (`Done` or `Error`); later events are dropped.
+    pub fn end(&mut self, ev: Event) {
+        if !self.ended {
+            self.ended = true;
+            self.sink.send(self.id, ev);
+        }
+    }
+
+    /// Drop without telling the caller (a submission refused synchronously).
+    pub fn silence(&mut self) {
+        self.ended = true;
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        if !self.ended {
+            self.ended = true;
+            let why = if std::thread::panicking() { "a panic while it was being processed" } else { "no final event" };
+            self.sink.send(self.id, Event::Error(Error::Internal(format!("the engine dropped this request unfinished ({why})"))));
+        }
+    }
 }

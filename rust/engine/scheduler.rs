@@ -1,83 +1,15 @@
-//! The scheduler handle: requests and slot actions go in through a command queue,
-//! the loop (`batch_loop.rs`) runs on its own thread, and a snapshot of slots and
-//! counters is published after every iteration for readers that must not wait.
+//! The scheduler handle: requests and slot actions go in through a command queue
+//! (`queue.rs`), the loop (`batch_loop.rs`) runs on its own thread, and a snapshot of slots
+//! and counters is published after every iteration for readers that must not wait.
 use super::batch_loop::Loop;
 use super::metrics::Snapshot;
+use super::queue::{Cmd, Fault, SchedConfig, Shared, SlotAction, SlotActionResult, DEAD};
 use super::request::{Event, Request, RequestParams, Sink};
 use super::Engine;
 use crate::error::{Error, Result};
-use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
-
-#[derive(Debug, Clone)]
-pub struct SchedConfig {
-    /// Slots (llama.cpp `-np`); each gets n_ctx / n_parallel positions.
-    pub n_parallel: usize,
-    /// Most tokens in one forward pass (llama.cpp `-ub`).
-    pub n_ubatch: usize,
-    /// Minimum prompt similarity for preferring a slot by its cached prompt (0 = off).
-    pub slot_prompt_similarity: f32,
-    /// Minimum chunk length reused after a shift (`--cache-reuse`, 0 = off).
-    pub cache_reuse: usize,
-    /// Host-RAM prompt cache in MiB (0 = off, -1 = no limit).
-    pub cache_ram_mib: i64,
-    /// Keep generating past the end of the context by discarding old tokens.
-    pub context_shift: bool,
-    /// Directory for slot save/restore (None = disabled).
-    pub slot_save_path: Option<PathBuf>,
-    /// Keep every position on sliding-window layers too (no ring).
-    pub swa_full: bool,
-}
-
-impl Default for SchedConfig {
-    fn default() -> Self {
-        SchedConfig {
-            n_parallel: 1,
-            n_ubatch: 512,
-            slot_prompt_similarity: 0.1,
-            cache_reuse: 0,
-            cache_ram_mib: 0,
-            context_shift: false,
-            slot_save_path: None,
-            swa_full: false,
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub enum SlotAction {
-    Save(String),
-    Restore(String),
-    Erase,
-}
-
-#[derive(Debug, Clone)]
-pub struct SlotActionResult {
-    pub id_slot: usize,
-    pub filename: String,
-    /// Tokens saved / restored / erased.
-    pub n_tokens: usize,
-    /// Bytes written or read.
-    pub n_bytes: usize,
-    pub ms: f64,
-}
-
-pub(super) enum Cmd {
-    Submit(Box<Request>),
-    Cancel(u64),
-    Slot(usize, SlotAction, mpsc::Sender<Result<SlotActionResult>>),
-}
-
-pub(super) struct Shared {
-    pub cmds: Mutex<VecDeque<Cmd>>,
-    pub cv: Condvar,
-    pub shutdown: std::sync::atomic::AtomicBool,
-    pub snapshot: Mutex<Snapshot>,
-}
 
 pub struct Scheduler {
     shared: Arc<Shared>,
@@ -114,12 +46,7 @@ impl Scheduler {
         if let Some(dir) = &config.slot_save_path {
             std::fs::create_dir_all(dir).map_err(|e| Error::Io { path: dir.clone(), source: e })?;
         }
-        let shared = Arc::new(Shared {
-            cmds: Mutex::new(VecDeque::new()),
-            cv: Condvar::new(),
-            shutdown: std::sync::atomic::AtomicBool::new(false),
-            snapshot: Mutex::new(Snapshot::default()),
-        });
+        let shared = Arc::new(Shared::new());
         let lp = Loop::new(engine.clone(), config.clone(), n_ctx_slot, shared.clone())?;
         lp.publish();
         let thread = std::thread::Builder::new()
@@ -129,16 +56,22 @@ impl Scheduler {
         Ok(Scheduler { shared, next_id: AtomicU64::new(1), thread: Mutex::new(Some(thread)), engine, config, n_ctx_slot })
     }
 
-    /// Queue a command; refused once shutdown began (checked under the queue lock, so a
-    /// command is either drained by the loop's last pass or refused here, never lost).
     fn push(&self, cmd: Cmd) -> Result<()> {
-        let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
-        if self.shared.shutdown.load(Ordering::Acquire) {
-            return Err(Error::Unavailable("the engine is closed; create a new Engine".into()));
+        self.shared.push(cmd)
+    }
+
+    /// Whether the loop thread died (every request is refused with `Unavailable`).
+    pub fn is_dead(&self) -> bool {
+        self.shared.dead.load(Ordering::Acquire)
+    }
+
+    /// Arm a fault (tests: the loop's error paths).
+    pub fn inject(&self, f: Fault) -> Result<()> {
+        if self.is_dead() {
+            return Err(Error::Unavailable(DEAD.into()));
         }
-        q.push_back(cmd);
-        drop(q);
-        self.shared.cv.notify_one();
+        self.shared.faults.lock().unwrap_or_else(|e| e.into_inner()).push(f);
+        self.shared.cv.notify_all();
         Ok(())
     }
 
@@ -170,7 +103,8 @@ impl Scheduler {
             None => None,
         };
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.push(Cmd::Submit(Box::new(Request { id, params, sink, queued_at: Instant::now(), grammar })))?;
+        let req = Request::new(id, params, sink, grammar);
+        self.push(Cmd::Submit(Box::new(req)))?;
         Ok(id)
     }
 
@@ -197,7 +131,7 @@ impl Scheduler {
         }
         let (tx, rx) = mpsc::channel();
         self.push(Cmd::Slot(id_slot, action, tx))?;
-        rx.recv().map_err(|_| Error::Cancelled)?
+        rx.recv().map_err(|_| if self.is_dead() { Error::Unavailable(DEAD.into()) } else { Error::Cancelled })?
     }
 
     pub fn snapshot(&self) -> Snapshot {

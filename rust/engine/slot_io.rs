@@ -1,12 +1,13 @@
 //! Slot save / restore / erase (`--slot-save-path`), run by the loop between batches.
-use super::batch_loop::Loop;
-use super::scheduler::{SlotAction, SlotActionResult};
+use super::queue::{SlotAction, SlotActionResult};
+use super::state::LoopState;
 use crate::error::{Error, Result};
 use crate::kv_cache::persist;
+use std::path::Path;
 use std::time::Instant;
 
-impl Loop {
-    pub(super) fn slot_action(&mut self, si: usize, action: SlotAction) -> Result<SlotActionResult> {
+impl LoopState {
+    pub fn slot_action(&mut self, si: usize, action: SlotAction) -> Result<SlotActionResult> {
         let t0 = Instant::now();
         if si >= self.slots.len() {
             return Err(Error::InvalidRequest(format!("id_slot: slot {si} does not exist (0..{})", self.slots.len())));
@@ -22,24 +23,18 @@ impl Loop {
         let ms = |t0: Instant| t0.elapsed().as_secs_f64() * 1e3;
         match action {
             SlotAction::Save(name) => {
-                let path = dir()?.join(&name);
+                let dir = dir()?;
                 self.kv.to_host(false)?;
                 let cells = &self.slots[si].cells;
                 let bytes = persist::save(&self.kv, cells, si, self.fingerprint);
-                let tmp = path.with_extension("partial");
-                std::fs::write(&tmp, &bytes)
-                    .and_then(|_| std::fs::rename(&tmp, &path))
-                    .map_err(|e| Error::Io { path: path.clone(), source: e })?;
+                write_slot_file(&dir, &name, &bytes)?;
                 Ok(SlotActionResult { id_slot: si, filename: name, n_tokens: cells.n_past(), n_bytes: bytes.len(), ms: ms(t0) })
             }
             SlotAction::Restore(name) => {
-                let path = dir()?.join(&name);
-                let bytes = std::fs::read(&path).map_err(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => Error::InvalidRequest(format!("filename: slot file {name:?} does not exist")),
-                    _ => Error::Io { path: path.clone(), source: e },
-                })?;
+                let bytes = read_slot_file(&dir()?, &name)?;
+                let n_vocab = self.engine.model.config.n_vocab;
                 let s = &mut self.slots[si];
-                persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name)?;
+                persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name, n_vocab)?;
                 if let Err(e) = self.kv.to_device(false) {
                     s.clear();
                     return Err(e);
@@ -56,3 +51,88 @@ impl Loop {
         }
     }
 }
+
+/// A file error at request time: the request's error, naming the file as the client
+/// named it (never the server's directory).
+fn file_error(name: &str, doing: &str, e: &std::io::Error) -> Error {
+    use std::io::ErrorKind::*;
+    let why = match e.kind() {
+        NotFound => "does not exist",
+        PermissionDenied => "is not accessible to the server",
+        AlreadyExists => "is being written by another request; try again",
+        IsADirectory | NotADirectory | DirectoryNotEmpty => "is a directory, not a slot file",
+        _ if is_link_refusal(e) => "is a symbolic link; slot files must be regular files",
+        StorageFull => "cannot be written: the disk is full",
+        _ => "",
+    };
+    if why.is_empty() {
+        let kind = format!("{:?}", e.kind());
+        return Error::Internal(format!("{doing} slot file {name:?} failed ({kind}); check the slot directory (--slot-save-path)"));
+    }
+    Error::InvalidRequest(format!("filename: slot file {name:?} {why}"))
+}
+
+/// What `O_NOFOLLOW` answers for a symbolic link (ELOOP).
+fn is_link_refusal(e: &std::io::Error) -> bool {
+    #[cfg(unix)]
+    return e.raw_os_error() == Some(libc::ELOOP);
+    #[cfg(not(unix))]
+    return false;
+}
+
+/// Write a slot file atomically: a temporary file created exclusively (never through a
+/// link someone planted under its name) in the slot directory, then renamed over the
+/// final name (which replaces a link rather than writing through it).
+fn write_slot_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{name}.{}.{stamp}.partial", std::process::id()));
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(O_NOFOLLOW).mode(0o600);
+    }
+    let mut f = opts.open(&tmp).map_err(|e| file_error(name, "creating", &e))?;
+    let written = f.write_all(bytes).and_then(|_| f.sync_all());
+    drop(f);
+    let done = written.and_then(|_| {
+        if std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.is_dir()) {
+            return Err(std::io::Error::from(std::io::ErrorKind::IsADirectory));
+        }
+        std::fs::rename(&tmp, dir.join(name))
+    });
+    if let Err(e) = done {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(file_error(name, "writing", &e));
+    }
+    Ok(())
+}
+
+/// Read a slot file: a regular file in the slot directory (links, directories and
+/// devices are refused).
+fn read_slot_file(dir: &Path, name: &str) -> Result<Vec<u8>> {
+    use std::io::Read;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.custom_flags(O_NOFOLLOW | O_NONBLOCK);
+    }
+    let mut f = opts.open(dir.join(name)).map_err(|e| file_error(name, "opening", &e))?;
+    let meta = f.metadata().map_err(|e| file_error(name, "reading", &e))?;
+    if meta.is_dir() {
+        return Err(file_error(name, "reading", &std::io::Error::from(std::io::ErrorKind::IsADirectory)));
+    }
+    if !meta.is_file() {
+        return Err(Error::InvalidRequest(format!("filename: slot file {name:?} is not a regular file")));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.read_to_end(&mut bytes).map_err(|e| file_error(name, "reading", &e))?;
+    Ok(bytes)
+}
+
+#[cfg(unix)]
+use libc::{O_NOFOLLOW, O_NONBLOCK};

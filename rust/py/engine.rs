@@ -1,10 +1,10 @@
 //! Thin PyO3 classes over `engine::Engine` and its `Scheduler`: extract owned
 //! inputs, release the GIL around the work, convert back.
 use super::errors::{to_py, InvalidRequestError};
-use super::request::{extra_sampling, PyHub, PyRequest};
-use crate::engine::{Engine, EngineConfig, GenParams, RequestParams, SchedConfig, Scheduler, Sink, SlotAction};
-use crate::grammar::GrammarSpec;
-use crate::sampling::SamplingParams;
+use super::fields::PyGenerationRequest;
+use super::request::{PyHub, PyRequest};
+use crate::engine::fields::Ctx;
+use crate::engine::{Engine, EngineConfig, Fault, SchedConfig, Scheduler, Sink, SlotAction};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use std::path::PathBuf;
@@ -70,9 +70,9 @@ impl PyEngine {
     }
 
     #[pyo3(signature = (ids, remove_special=false, unparse_special=false))]
-    fn detokenize(&self, ids: Vec<i64>, remove_special: bool, unparse_special: bool) -> PyResult<String> {
+    fn detokenize(&self, py: Python<'_>, ids: Vec<i64>, remove_special: bool, unparse_special: bool) -> PyResult<String> {
         let ids = self.check_ids(&ids, "ids")?;
-        Ok(self.inner.tokenizer.decode(&ids, remove_special, unparse_special))
+        Ok(py.detach(|| self.inner.tokenizer.decode(&ids, remove_special, unparse_special)))
     }
 
     #[pyo3(signature = (id, special=true))]
@@ -101,112 +101,63 @@ impl PyEngine {
         Ok((PyBytes::new(py, bytes), ids.len(), ne))
     }
 
-    /// Queue a generation; events come back through the returned `Request`.
-    #[pyo3(signature = (prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None, grammar=None, json_schema=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn submit(
-        &self,
-        prompt: Vec<i64>,
-        max_tokens: Option<i64>,
-        stop: Vec<String>,
-        temperature: f32,
-        top_k: i64,
-        top_p: f32,
-        min_p: f32,
-        seed: Option<i64>,
-        ignore_eos: bool,
-        n_probs: i64,
-        cache_prompt: bool,
-        id_slot: Option<i64>,
-        n_keep: i64,
-        n_discard: i64,
-        truncate: bool,
-        return_progress: bool,
-        quiet: bool,
-        n_indent: usize,
-        t_max_predict_ms: u64,
-        post_sampling_probs: bool,
-        sampling: Option<Bound<'_, PyDict>>,
-        grammar: Option<String>,
-        json_schema: Option<String>,
-    ) -> PyResult<PyRequest> {
-        let mut p = self.params(
-            prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
-        )?;
-        p.gen.post_sampling_probs = post_sampling_probs;
-        p.gen.grammar = grammar_spec(grammar, json_schema)?;
-        self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
-        let (id, rx) = self.sched.submit_channel(p).map_err(to_py)?;
+    /// A validated request for `prompt` (token ids) with the generation `fields` given
+    /// (a dict; the rest at their defaults). `names` maps a field to the name the caller
+    /// knows it by (e.g. max_tokens → n_predict), for error messages.
+    #[pyo3(signature = (prompt, fields=None, names=None))]
+    fn request(&self, prompt: Vec<i64>, fields: Option<Bound<'_, PyDict>>, names: Option<Bound<'_, PyDict>>) -> PyResult<PyGenerationRequest> {
+        let prompt = self.check_ids(&prompt, "prompt")?;
+        let tok = &self.inner.tokenizer;
+        let tokenize = |s: &str| tok.encode(s, false, false);
+        let cx = Ctx { n_vocab: self.inner.model.config.n_vocab, tokenize: &tokenize };
+        PyGenerationRequest::build(prompt, fields.as_ref(), names.as_ref(), &cx)
+    }
+
+    /// Queue a generation; events come back through the returned `Request`. `quiet`:
+    /// only the final event (no per-token events).
+    #[pyo3(signature = (req, quiet=false))]
+    fn submit(&self, py: Python<'_>, req: &PyGenerationRequest, quiet: bool) -> PyResult<PyRequest> {
+        let mut p = req.params.clone();
+        p.quiet = quiet;
+        // compiling a grammar can take a while: without the GIL
+        let (id, rx) = py.detach(|| self.sched.submit_channel(p)).map_err(to_py)?;
         Ok(PyRequest { id, rx: Mutex::new(rx), sched: self.sched.clone(), finished: AtomicBool::new(false) })
     }
 
     /// Queue a generation whose events go to `hub` (for asyncio); returns its id.
-    #[pyo3(signature = (hub, prompt, max_tokens=Some(16), stop=Vec::new(), temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None,
-        ignore_eos=false, n_probs=0, cache_prompt=true, id_slot=None, n_keep=0, n_discard=0, truncate=false, return_progress=false, quiet=false, n_indent=0, t_max_predict_ms=0, post_sampling_probs=false, sampling=None, grammar=None, json_schema=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn submit_to(
-        &self,
-        hub: &PyHub,
-        prompt: Vec<i64>,
-        max_tokens: Option<i64>,
-        stop: Vec<String>,
-        temperature: f32,
-        top_k: i64,
-        top_p: f32,
-        min_p: f32,
-        seed: Option<i64>,
-        ignore_eos: bool,
-        n_probs: i64,
-        cache_prompt: bool,
-        id_slot: Option<i64>,
-        n_keep: i64,
-        n_discard: i64,
-        truncate: bool,
-        return_progress: bool,
-        quiet: bool,
-        n_indent: usize,
-        t_max_predict_ms: u64,
-        post_sampling_probs: bool,
-        sampling: Option<Bound<'_, PyDict>>,
-        grammar: Option<String>,
-        json_schema: Option<String>,
-    ) -> PyResult<u64> {
-        let mut p = self.params(
-            prompt, max_tokens, stop, temperature, top_k, top_p, min_p, seed, ignore_eos, n_probs, cache_prompt, id_slot, n_keep, n_discard, truncate,
-        )?;
-        p.gen.post_sampling_probs = post_sampling_probs;
-        p.gen.grammar = grammar_spec(grammar, json_schema)?;
-        self.extras(&mut p, return_progress, quiet, n_indent, t_max_predict_ms, sampling)?;
-        self.sched.submit(p, Sink::Hub(hub.inner.clone())).map_err(to_py)
+    #[pyo3(signature = (hub, req, quiet=false))]
+    fn submit_to(&self, py: Python<'_>, hub: &PyHub, req: &PyGenerationRequest, quiet: bool) -> PyResult<u64> {
+        let mut p = req.params.clone();
+        p.quiet = quiet;
+        let sink = Sink::Hub(hub.inner.clone());
+        py.detach(|| self.sched.submit(p, sink)).map_err(to_py)
     }
 
-    /// Run the sampler chain once on given logits after feeding it `history` (as the
-    /// prompt is fed): the token it picks. For checking the samplers against llama.cpp's
-    /// on the same logits; the sampling fields are `submit`'s.
-    #[pyo3(signature = (logits, history, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, seed=None, sampling=None))]
-    #[allow(clippy::too_many_arguments)]
-    fn sample_logits(
-        &self,
-        py: Python<'_>,
-        logits: Vec<f32>,
-        history: Vec<i64>,
-        temperature: f32,
-        top_k: i64,
-        top_p: f32,
-        min_p: f32,
-        seed: Option<i64>,
-        sampling: Option<Bound<'_, PyDict>>,
-    ) -> PyResult<u32> {
+    /// Compile a grammar (GBNF, or Lark after `%llguidance`) or a JSON schema (text) as a
+    /// request's would be, without generating: None when it compiles, else the request's
+    /// error (InvalidRequestError naming the field and the limit).
+    #[pyo3(signature = (grammar=None, json_schema=None))]
+    fn compile_grammar(&self, py: Python<'_>, grammar: Option<String>, json_schema: Option<String>) -> PyResult<()> {
+        use crate::grammar::GrammarSpec;
+        let spec = match (grammar, json_schema) {
+            (Some(g), None) => GrammarSpec::Gbnf(g),
+            (None, Some(s)) => GrammarSpec::JsonSchema(s),
+            _ => return Err(InvalidRequestError::new_err("give exactly one of grammar, json_schema")),
+        };
+        py.detach(|| self.inner.compile_grammar(&spec).map(|_| ())).map_err(to_py)
+    }
+
+    /// Run the sampler chain of `req` once on given logits after feeding it `history` (as
+    /// the prompt is fed): the token it picks. For checking the samplers against
+    /// llama.cpp's on the same logits.
+    fn sample_logits(&self, py: Python<'_>, logits: Vec<f32>, history: Vec<i64>, req: &PyGenerationRequest) -> PyResult<u32> {
         let nv = self.inner.model.config.n_vocab;
         if logits.len() != nv {
             return Err(InvalidRequestError::new_err(format!("logits: expected {nv} values, got {}", logits.len())));
         }
         let history = self.check_ids(&history, "history")?;
-        let mut p = self.params(Vec::new(), Some(1), Vec::new(), temperature, top_k, top_p, min_p, seed, false, 0, true, None, 0, 0, false)?;
-        self.extras(&mut p, false, false, 0, 0, sampling)?;
         let pieces = self.inner.pieces();
-        let sp = p.gen.sampling;
+        let sp = req.params.gen.sampling.clone();
         py.detach(move || {
             let mut s = crate::sampling::Sampler::new(sp);
             s.set_vocab(pieces);
@@ -215,6 +166,22 @@ impl PyEngine {
             }
             Ok(s.sample(&logits))
         })
+    }
+
+    /// Arm a fault, for tests of the engine's error paths: "device_error" (every forward
+    /// pass holding request `request_id` fails as a GPU failure would; without an id, the
+    /// next forward pass), "panic" (the next
+    /// forward pass panics), "kill" (the loop thread dies).
+    #[pyo3(signature = (kind, request_id=None))]
+    fn _inject_fault(&self, kind: &str, request_id: Option<u64>) -> PyResult<()> {
+        let f = match (kind, request_id) {
+            ("device_error", Some(id)) => Fault::DeviceError(id),
+            ("device_error", None) => Fault::DeviceErrorNext,
+            ("panic", None) => Fault::PanicInStep,
+            ("kill", None) => Fault::KillLoop,
+            _ => return Err(InvalidRequestError::new_err(format!("unknown fault {kind:?} (device_error with a request id, panic, kill)"))),
+        };
+        self.sched.inject(f).map_err(to_py)
     }
 
     /// Stop a queued or running request; its slot is free within one loop iteration.
@@ -367,42 +334,6 @@ impl PyEngine {
 }
 
 impl PyEngine {
-    /// The keyword-only request options shared by `submit` and `submit_to`.
-    fn extras(
-        &self,
-        p: &mut RequestParams,
-        return_progress: bool,
-        quiet: bool,
-        n_indent: usize,
-        t_max_predict_ms: u64,
-        sampling: Option<Bound<'_, PyDict>>,
-    ) -> PyResult<()> {
-        p.return_progress = return_progress;
-        p.quiet = quiet;
-        p.gen.n_indent = n_indent;
-        p.gen.t_max_predict_ms = t_max_predict_ms;
-        if let Some(d) = sampling {
-            // lazy grammars: the grammar engages once the output contains one of these words
-            if let Some(t) = d.get_item("grammar_triggers")? {
-                let words: Vec<String> = t.extract().map_err(|_| InvalidRequestError::new_err("grammar_triggers: must be a list of strings"))?;
-                if words.iter().any(|w| w.is_empty()) {
-                    return Err(InvalidRequestError::new_err("grammar_triggers: a trigger word must not be empty"));
-                }
-                if p.gen.grammar.is_none() && !words.is_empty() {
-                    return Err(InvalidRequestError::new_err("grammar_triggers: a lazy grammar needs a grammar or json_schema"));
-                }
-                p.gen.grammar_triggers = words;
-                d.del_item("grammar_triggers")?;
-            }
-            extra_sampling(&mut p.gen.sampling, &d)?;
-            let nv = self.inner.model.config.n_vocab;
-            if let Some((t, _)) = p.gen.sampling.logit_bias.iter().find(|(t, _)| *t as usize >= nv) {
-                return Err(InvalidRequestError::new_err(format!("logit_bias: token id {t} is out of range [0, {nv})")));
-            }
-        }
-        p.gen.sampling.validate().map_err(InvalidRequestError::new_err)
-    }
-
     fn check_ids(&self, ids: &[i64], field: &str) -> PyResult<Vec<u32>> {
         let nv = self.inner.model.config.n_vocab as i64;
         ids.iter()
@@ -416,85 +347,4 @@ impl PyEngine {
             .collect()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn params(
-        &self,
-        prompt: Vec<i64>,
-        max_tokens: Option<i64>,
-        stop: Vec<String>,
-        temperature: f32,
-        top_k: i64,
-        top_p: f32,
-        min_p: f32,
-        seed: Option<i64>,
-        ignore_eos: bool,
-        n_probs: i64,
-        cache_prompt: bool,
-        id_slot: Option<i64>,
-        n_keep: i64,
-        n_discard: i64,
-        truncate: bool,
-    ) -> PyResult<RequestParams> {
-        let prompt = self.check_ids(&prompt, "prompt")?;
-        let max_tokens = match max_tokens {
-            None => None,
-            Some(m) if m < 0 => None,
-            Some(m) => Some(m as usize),
-        };
-        if !(0.0..=1.0).contains(&top_p) || top_p.is_nan() {
-            return Err(InvalidRequestError::new_err(format!("top_p must be within [0, 1], got {top_p}")));
-        }
-        if !(0.0..=1.0).contains(&min_p) || min_p.is_nan() {
-            return Err(InvalidRequestError::new_err(format!("min_p must be within [0, 1], got {min_p}")));
-        }
-        if temperature.is_nan() {
-            return Err(InvalidRequestError::new_err("temperature must be a number"));
-        }
-        if !(0..=1000).contains(&n_probs) {
-            return Err(InvalidRequestError::new_err(format!("n_probs must be within [0, 1000], got {n_probs}")));
-        }
-        if n_discard < 0 {
-            return Err(InvalidRequestError::new_err(format!("n_discard must be >= 0, got {n_discard}")));
-        }
-        if n_keep < -1 {
-            return Err(InvalidRequestError::new_err(format!("n_keep must be >= -1 (-1 = the whole prompt), got {n_keep}")));
-        }
-        let id_slot = match id_slot {
-            None => None,
-            Some(s) if s < 0 => None,
-            Some(s) => Some(s as usize),
-        };
-        let gen = GenParams {
-            max_tokens,
-            stop,
-            sampling: SamplingParams {
-                temperature,
-                top_k: top_k.max(0) as usize,
-                top_p,
-                min_p,
-                seed: seed.filter(|&s| s >= 0).map(|s| s as u64),
-                ..SamplingParams::default()
-            },
-            ignore_eos,
-            n_probs: n_probs as usize,
-            ..GenParams::default()
-        };
-        let mut p = RequestParams::new(prompt, gen);
-        p.cache_prompt = cache_prompt;
-        p.id_slot = id_slot;
-        p.n_keep = n_keep;
-        p.n_discard = n_discard as usize;
-        p.truncate = truncate;
-        Ok(p)
-    }
-}
-
-/// `grammar` (GBNF, or Lark after `%llguidance`) or `json_schema`: at most one.
-fn grammar_spec(grammar: Option<String>, json_schema: Option<String>) -> PyResult<Option<GrammarSpec>> {
-    match (grammar.filter(|g| !g.trim().is_empty()), json_schema) {
-        (Some(_), Some(_)) => Err(InvalidRequestError::new_err("grammar and json_schema: give one, not both")),
-        (Some(g), None) => Ok(Some(GrammarSpec::Gbnf(g))),
-        (None, Some(j)) => Ok(Some(GrammarSpec::JsonSchema(j))),
-        (None, None) => Ok(None),
-    }
 }

@@ -13,6 +13,7 @@ create_exception!(_core, CancelledError, LlamarsError, "The generation was cance
 create_exception!(_core, UnavailableError, LlamarsError, "The resource is busy right now (e.g. a slot processing a request); retry later.");
 create_exception!(_core, NotSupportedError, LlamarsError, "The feature is switched off or not available in this build.");
 create_exception!(_core, GpuError, LlamarsError, "The GPU backend failed (out of device memory, a lost device, a kernel error).");
+create_exception!(_core, InternalError, LlamarsError, "A bug in llamars caught on a request's path (the request failed; the engine keeps serving).");
 
 pub fn to_py(e: Error) -> PyErr {
     let msg = e.to_string();
@@ -30,6 +31,7 @@ pub fn to_py(e: Error) -> PyErr {
         Error::Unavailable(_) => UnavailableError::new_err(msg),
         Error::NotSupported(_) => NotSupportedError::new_err(msg),
         Error::Gpu(_) => GpuError::new_err(msg),
+        Error::Internal(_) => InternalError::new_err(msg),
     }
 }
 
@@ -44,5 +46,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnavailableError", py.get_type::<UnavailableError>())?;
     m.add("NotSupportedError", py.get_type::<NotSupportedError>())?;
     m.add("GpuError", py.get_type::<GpuError>())?;
+    m.add("InternalError", py.get_type::<InternalError>())?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! The only PyO3 code: the `llamars._core` module.
 mod engine;
 mod errors;
+mod fields;
 mod misc;
 mod request;
 
@@ -12,6 +13,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<engine::PyEngine>()?;
     m.add_class::<request::PyRequest>()?;
     m.add_class::<request::PyHub>()?;
+    m.add_class::<fields::PyGenerationRequest>()?;
+    m.add_function(wrap_pyfunction!(fields::generation_fields, m)?)?;
     m.add_function(wrap_pyfunction!(misc::inspect, m)?)?;
     m.add_function(wrap_pyfunction!(misc::dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;

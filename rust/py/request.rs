@@ -1,62 +1,13 @@
 //! What a queued generation looks like from Python: the `Request` handle (events over
 //! a channel), the asyncio `Hub`, event and result conversion, and the sampling dict.
-use super::errors::{to_py, InvalidRequestError};
+use super::errors::to_py;
 use crate::engine::{Event, Final, Hub, Scheduler};
-use crate::sampling::{parse_sampler_names, parse_sampling_seq, SamplingParams};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pyo3::IntoPyObjectExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
-
-/// The rest of llama.cpp's sampling fields, from a dict of the ones the caller set.
-/// Wrong types or unknown names are errors naming the field.
-pub(super) fn extra_sampling(sp: &mut SamplingParams, d: &Bound<'_, PyDict>) -> PyResult<()> {
-    for (k, v) in d.iter() {
-        let key: String = k.extract()?;
-        let bad = |what: &str| InvalidRequestError::new_err(format!("{key}: must be {what}"));
-        let f = || v.extract::<f64>().map(|x| x as f32).map_err(|_| bad("a number"));
-        let n = || v.extract::<i64>().map_err(|_| bad("an integer"));
-        let u = || v.extract::<i64>().ok().filter(|&x| x >= 0).map(|x| x as usize).ok_or_else(|| bad("a non-negative integer"));
-        match key.as_str() {
-            "dynatemp_range" => sp.dynatemp_range = f()?,
-            "dynatemp_exponent" => sp.dynatemp_exponent = f()?,
-            "typical_p" => sp.typical_p = f()?,
-            "top_n_sigma" => sp.top_n_sigma = f()?,
-            "xtc_probability" => sp.xtc_probability = f()?,
-            "xtc_threshold" => sp.xtc_threshold = f()?,
-            "repeat_penalty" => sp.repeat_penalty = f()?,
-            "presence_penalty" => sp.presence_penalty = f()?,
-            "frequency_penalty" => sp.frequency_penalty = f()?,
-            "repeat_last_n" => sp.repeat_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
-            "dry_multiplier" => sp.dry_multiplier = f()?,
-            "dry_base" => sp.dry_base = f()?,
-            "dry_allowed_length" => sp.dry_allowed_length = u()?,
-            "dry_penalty_last_n" => sp.dry_penalty_last_n = n()?.clamp(-1, i32::MAX as i64) as i32,
-            "dry_sequence_breakers" => sp.dry_sequence_breakers = v.extract().map_err(|_| bad("a list of strings"))?,
-            "mirostat" => sp.mirostat = u()?.min(255) as u8,
-            "mirostat_tau" => sp.mirostat_tau = f()?,
-            "mirostat_eta" => sp.mirostat_eta = f()?,
-            "min_keep" => sp.min_keep = u()?,
-            "logit_bias" => {
-                let pairs: Vec<(u32, f64)> = v.extract().map_err(|_| bad("a list of [token id, bias] pairs"))?;
-                sp.logit_bias = pairs.into_iter().map(|(t, b)| (t, b as f32)).collect();
-            }
-            "samplers" => {
-                sp.samplers = if let Ok(seq) = v.extract::<String>() {
-                    parse_sampling_seq(&seq)
-                } else {
-                    let names: Vec<String> = v.extract().map_err(|_| bad("a list of sampler names or a string of letters"))?;
-                    parse_sampler_names(&names)
-                }
-                .map_err(InvalidRequestError::new_err)?;
-            }
-            _ => return Err(InvalidRequestError::new_err(format!("{key}: unknown sampling parameter"))),
-        }
-    }
-    Ok(())
-}
 
 type TokenTuple = (Option<u32>, String, Option<f32>, Vec<(u32, f32)>);
 
@@ -162,7 +113,8 @@ impl PyRequest {
                 }
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     self.finished.store(true, Ordering::Release);
-                    return Err(to_py(crate::Error::Cancelled));
+                    let e = if self.sched.is_dead() { crate::Error::Unavailable(crate::engine::queue::DEAD.into()) } else { crate::Error::Cancelled };
+                    return Err(to_py(e));
                 }
             }
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, List, Optional
 
+from .. import _fronts
 from ..errors import InvalidRequestError
 from ..tools.spec import ToolSpecError
 from .plan import plan_chat
@@ -57,3 +58,6 @@ def run_chat(engine: "Engine", messages: list, *, tools: Any = None, tool_choice
     reply = p.finish()[0]
     finish = "tool_calls" if reply.tool_calls and r.stop_reason != "limit" else ("length" if r.stop_reason == "limit" else "stop")
     return ChatResult(reply.content, reply.reasoning, reply.tool_calls, finish, r)
+
+
+_fronts.register("chat", run_chat)

@@ -5,45 +5,37 @@ from typing import Any, Dict, List, Optional, Union
 
 import msgspec
 
+from .. import _core
+
 PromptPart = Union[int, str, List[Union[int, str]]]
 Prompt = Union[str, List[PromptPart]]
 
 
-class Sampling(msgspec.Struct, kw_only=True, forbid_unknown_fields=False):
-    """Sampling fields shared by every generation route (llama.cpp names)."""
+# the JSON types of the core's field kinds (llamars._core.generation_fields)
+_TYPES: Dict[str, Any] = {
+    "float": float,
+    "int": int,
+    "bool": bool,
+    "str": str,
+    "str_list": List[str],
+    "str_or_list": Union[str, List[str]],
+    "bias": Union[Dict[str, Any], List[Any]],
+    "schema": Dict[str, Any],
+    "samplers": Union[List[str], str],
+}
 
-    temperature: Optional[float] = None
-    top_k: Optional[int] = None
-    top_p: Optional[float] = None
-    min_p: Optional[float] = None
-    seed: Optional[int] = None
-    n_probs: Optional[int] = None
-    ignore_eos: bool = False
-    # the rest of llama.cpp's sampler chain (None: the server default)
-    repeat_penalty: Optional[float] = None
-    repeat_last_n: Optional[int] = None
-    presence_penalty: Optional[float] = None
-    frequency_penalty: Optional[float] = None
-    dry_multiplier: Optional[float] = None
-    dry_base: Optional[float] = None
-    dry_allowed_length: Optional[int] = None
-    dry_penalty_last_n: Optional[int] = None
-    dry_sequence_breakers: Optional[List[str]] = None
-    xtc_probability: Optional[float] = None
-    xtc_threshold: Optional[float] = None
-    typical_p: Optional[float] = None
-    top_n_sigma: Optional[float] = None
-    mirostat: Optional[int] = None
-    mirostat_tau: Optional[float] = None
-    mirostat_eta: Optional[float] = None
-    dynatemp_range: Optional[float] = None
-    dynatemp_exponent: Optional[float] = None
-    min_keep: Optional[int] = None
-    # constrained output arrives with the grammar engine: refused with 501 until then
-    grammar: Optional[str] = None
-    json_schema: Optional[Dict[str, Any]] = None
-    logit_bias: Optional[Union[Dict[str, Any], List[Any]]] = None
-    samplers: Optional[Union[List[str], str]] = None
+#: Sampling fields shared by every generation route (llama.cpp names), one per field of the
+#: core's "sampling" group; None: the server default. The core defines, checks and
+#: documents them (`rust/engine/fields.rs`).
+SAMPLING_FIELDS = tuple(name for name, _kind, group, _default, _doc in _core.generation_fields() if group == "sampling")
+
+Sampling = msgspec.defstruct(
+    "Sampling",
+    [(name, Optional[_TYPES[kind]], None) for name, kind, group, _default, _doc in _core.generation_fields() if group == "sampling"],
+    kw_only=True,
+    forbid_unknown_fields=False,
+    module=__name__,
+)
 
 
 class CompletionRequest(Sampling, kw_only=True):

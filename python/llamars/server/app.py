@@ -9,7 +9,7 @@ from litestar.config.cors import CORSConfig
 from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 
-from .. import __version__
+from .._core import __version__
 from ..config import ServerConfig
 from ..engine import Engine
 from .auth import make_guard
@@ -20,6 +20,7 @@ from .routes import responses as responses_routes
 from .responses_jobs import Responses
 from .service import Service
 from .timeouts import timeout_middleware
+from .disconnect import disconnect_middleware
 
 
 def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
@@ -49,7 +50,7 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
         exception_handlers=HANDLERS,
         guards=[make_guard(config.api_keys, prefix)],
         cors_config=cors,
-        middleware=[timeout_middleware(config.timeout)],
+        middleware=[disconnect_middleware, timeout_middleware(config.timeout)],
         on_startup=[svc.start_loading, responses.startup],
         on_shutdown=[responses.shutdown, svc.close],  # closes the engine only when the service loaded it
         openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
@@ -62,26 +63,48 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
 
 
 def serve(config: ServerConfig) -> int:
+    import os
     import signal
     import sys
 
     import uvicorn
 
-    # uvicorn shuts down gracefully on SIGTERM, then re-raises it under the previous
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig, frame) -> None:
+            if self.should_exit:  # a second SIGTERM / SIGINT: stop now
+                os.write(2, b"llamars-server: second signal, exiting now\n")
+                os._exit(128 + int(sig))
+            super().handle_exit(sig, frame)
+
+    # uvicorn shuts down gracefully on SIGTERM (work still running after a second is
+    # cancelled, which cancels its generations), then re-raises it under the previous
     # handler: make that a clean exit (status 0), as llama-server's
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     app = create_app(config)
     level = "critical" if config.log_disable else ("info" if config.verbose else "warning")
-    kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=5)
+    kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=5,
+              timeout_graceful_shutdown=1)
     if config.ssl_key_file or config.ssl_cert_file:
         kw.update(ssl_keyfile=config.ssl_key_file, ssl_certfile=config.ssl_cert_file)
     scheme = "https" if config.ssl_cert_file else "http"
     say = (lambda *_: None) if config.log_disable else (lambda m: print(m, flush=True))
     if config.host.endswith(".sock"):
         say(f"llamars-server: listening on unix:{config.host}")
-        uvicorn.run(app, uds=config.host, **kw)
+        kw.update(uds=config.host)
     else:
         say(f"llamars-server: listening on {scheme}://{config.host}:{config.port}")
-        uvicorn.run(app, host=config.host, port=config.port, **kw)
-    return 0
+        kw.update(host=config.host, port=config.port)
+    server = Server(uvicorn.Config(app, **kw))
+    failed: list = []
+
+    def load_failed(error: str) -> None:
+        # as llama-server: a model that cannot be loaded ends the process, non-zero, so a
+        # supervisor (systemd, Kubernetes) sees it
+        print(f"llamars-server: failed to load the model: {error}", file=sys.stderr, flush=True)
+        failed.append(error)
+        server.should_exit = True
+
+    app.state.service.on_load_failed = load_failed
+    server.run()
+    return 1 if failed else 0

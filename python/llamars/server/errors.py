@@ -33,6 +33,7 @@ TABLE = [
     (E.UnavailableError, 503, "unavailable_error"),
     (E.CancelledError, 499, "cancelled_error"),
     (E.GpuError, 500, "server_error"),
+    (E.InternalError, 500, "server_error"),
 ]
 
 
@@ -61,6 +62,8 @@ def error_response(status: int, message: str, type_: str, request: Optional[Requ
 def classify(exc: BaseException) -> tuple:
     if isinstance(exc, ApiError):
         return exc.status, exc.message, exc.type
+    if isinstance(exc, RecursionError):  # the JSON decoder or a template on a body nested past Python's stack
+        return 400, "request body: nested too deeply (arrays / objects inside each other); flatten it", "invalid_request_error"
     for cls, status, type_ in TABLE:
         if isinstance(exc, cls):
             return status, str(exc), type_

@@ -19,7 +19,7 @@ from . import responses_convert as conv
 from .errors import ApiError, classify
 from .response_store import RESTART_MESSAGE, UNFINISHED, SQLiteStore, StoreError, failed
 from .responses_stream import Emitter
-from .routes.completion import _collect
+from .chat_turn import ChatTurn
 from .sse import EventStream, named_event
 
 FLUSH_SECONDS = 0.25  # how often a background response's new events reach the store
@@ -146,29 +146,26 @@ class Responses:
         context: List[dict] = []
         if data.previous_response_id is not None:
             context = await self._history(data.previous_response_id)
-        schema = conv.text_schema(data.text)
-        plan = svc.plan_chat(conv.to_messages(data.instructions, context + items), tools=data.tools, tool_choice=data.tool_choice,
-                             parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
-                             reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs)
-        if plan.constraint is not None and schema is not None:
-            raise ApiError(400, "text.format: structured output cannot be combined with tool calls; drop tools or text.format")
-        kw = svc.gen_kwargs(data, n_predict=data.max_output_tokens, stop=None, cache_prompt=data.cache_prompt,
-                            **({"json_schema": schema} if schema is not None else {}), **plan.gen_kwargs())
-        ids = svc.chat_prompt_ids(plan.prompt)
+        turn = await ChatTurn.prepare(
+            svc, conv.to_messages(data.instructions, context + items), data, tools=data.tools, tool_choice=data.tool_choice,
+            parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
+            reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=conv.text_schema(data.text),
+            conflict="text.format: structured output cannot be combined with tool calls; drop tools or text.format",
+            n_predict=data.max_output_tokens, stop=None, names={"max_tokens": "max_output_tokens"}, cache_prompt=data.cache_prompt,
+        )
+        n_prompt = len(turn.ids)
         resp = conv.base_response(data, rid=conv.new_id("resp"), model=data.model or svc.model_id,
                                   status="queued" if data.background else "in_progress",
-                                  tools=conv.tools_echo(data.tools, plan.tools), defaults=svc.config.sampling)
+                                  tools=conv.tools_echo(data.tools, turn.plan.tools), defaults=svc.config.sampling)
 
         if not data.stream and not data.background:
-            r = await _collect(svc, ids, kw)
-            rp = plan.parser()
-            rp.text = r.text
-            final = conv.finished(resp, r, len(ids), conv.output_from_reply(rp.finish()[0], r.stop_reason == "limit"))
+            [(r, reply)] = await turn.complete()
+            final = conv.finished(resp, r, n_prompt, conv.output_from_reply(reply, r.stop_reason == "limit"))
             if data.store:
                 await self._io("save", final, items, context)
             return final
 
-        s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
+        await turn.start()  # refused requests fail here, before the 200
         job = Job(resp, bool(data.background), bool(data.store), items, context)
         if job.store:
             self.jobs[job.id] = job
@@ -177,11 +174,11 @@ class Responses:
                 await self._io("save", resp, items, context)
             except BaseException:
                 self.jobs.pop(job.id, None)
-                await s.aclose()
+                await turn.aclose()
                 raise
-        job.task = asyncio.create_task(self._run(job, s, plan, len(ids)))
+        job.task = asyncio.create_task(self._run(job, turn))
         self.tasks.add(job.task)
-        job.task.add_done_callback(lambda t: self._reap(t, job, s))
+        job.task.add_done_callback(lambda t: self._reap(t, job, turn))
         if not data.stream:
             return copy.deepcopy(resp)
         return EventStream(self._follow(job, -1, cancel_on_exit=not job.background))
@@ -206,25 +203,23 @@ class Responses:
                 job.cancel("disconnect")  # the one reader of a non-background stream left
 
     # ------------------------------------------------------------------ the generation task
-    async def _run(self, job: Job, s, plan, n_prompt: int) -> None:
+    async def _run(self, job: Job, turn: ChatTurn) -> None:
         em = Emitter(job.emit)
-        rp = plan.parser()
         final: Optional[dict] = None
         try:
             em.start(job.response)
             job.response["status"] = "in_progress"
             last_flush = time.monotonic()
-            async for c in s:
-                if c.text:
-                    em.feed(rp.feed(c.text))
+            async for _c, delta in turn.deltas():
+                if delta is not None:
+                    em.feed(delta)
                 if job.background and time.monotonic() - last_flush >= FLUSH_SECONDS:
                     await self._flush(job)
                     last_flush = time.monotonic()
-            r = s.result
-            reply, last = rp.finish()
-            em.feed(last)
+            r = turn.result
+            em.feed(turn.last)
             incomplete = r.stop_reason == "limit"
-            final = conv.finished(job.response, r, n_prompt, em.finish(reply, "incomplete" if incomplete else "completed"))
+            final = conv.finished(job.response, r, len(turn.ids), em.finish(turn.reply, "incomplete" if incomplete else "completed"))
         except asyncio.CancelledError:
             out = {**job.response, "output": em.finish(None, "incomplete")}
             if job.cancel_reason in ("cancel", "disconnect"):
@@ -234,7 +229,7 @@ class Responses:
         except Exception as exc:  # the engine refused or failed mid-way: the response fails
             final = failed({**job.response, "output": em.finish(None, "incomplete")}, classify(exc)[1])
         finally:
-            await s.aclose()
+            await turn.aclose()
             if final is None:
                 final = failed(job.response, SHUTDOWN_MESSAGE)
             job.response = final
@@ -250,13 +245,13 @@ class Responses:
                 if self.jobs.get(job.id) is job:
                     del self.jobs[job.id]
 
-    def _reap(self, task: asyncio.Task, job: Job, s) -> None:
+    def _reap(self, task: asyncio.Task, job: Job, turn: ChatTurn) -> None:
         """A task cancelled before it ever ran skipped `_run`'s cleanup: do it here."""
         self.tasks.discard(task)
         if job.finished:
             return
         try:
-            asyncio.ensure_future(s.aclose())  # frees the slot
+            asyncio.ensure_future(turn.aclose())  # frees the slot
         except RuntimeError:
             pass  # no loop left: the stream's finalizer cancels it
         job.response = {**job.response, "status": "cancelled"} if job.cancel_reason in ("cancel", "disconnect") else failed(job.response, SHUTDOWN_MESSAGE)

@@ -2,27 +2,21 @@
 answer 503 meanwhile), the chat template, and request fields → engine parameters."""
 from __future__ import annotations
 
+import asyncio
+
 import os
 import threading
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
-from .. import __version__
+from .._core import __version__
 from ..async_engine import AsyncEngine
 from ..chat.plan import ChatPlan, plan_chat
 from ..config import ServerConfig
 from ..engine import Engine
-from ..schemas.native import Prompt, Sampling
+from ..schemas.native import SAMPLING_FIELDS, Prompt, Sampling
 from ..tools.spec import ToolSpecError
 from .errors import ApiError
-
-# llama.cpp sampler fields passed through to the engine when a request sets them
-_SAMPLER_FIELDS = (
-    "repeat_penalty", "repeat_last_n", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base",
-    "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
-    "typical_p", "top_n_sigma", "mirostat", "mirostat_tau", "mirostat_eta", "dynatemp_range", "dynatemp_exponent",
-    "min_keep", "logit_bias", "samplers",
-)
 
 
 class Service:
@@ -36,6 +30,8 @@ class Service:
         self.created = int(time.time())
         self.fingerprint = f"llamars-{__version__}"
         self._loader: Optional[threading.Thread] = None
+        # called with the error when the model cannot be loaded (the server exits on it)
+        self.on_load_failed: Optional[Callable[[str], None]] = None
         if engine is not None:
             self._after_load()
 
@@ -68,7 +64,10 @@ class Service:
             )
         except Exception as exc:  # reported by /health and the log
             self.error = f"{type(exc).__name__}: {exc}"
-            self.log(f"llamars-server: failed to load the model: {self.error}")
+            if self.on_load_failed is not None:
+                self.on_load_failed(self.error)
+            else:
+                self.log(f"llamars-server: failed to load the model: {self.error}")
             return
         self.engine = eng
         self._after_load()
@@ -139,71 +138,53 @@ class Service:
             raise ApiError(400, "prompt: must not be empty")
         return out
 
-    def gen_kwargs(self, r: Sampling, *, n_predict: Optional[int], stop, n_probs: Optional[int] = None, **extra) -> dict:
-        if r.grammar and r.json_schema:
-            raise ApiError(400, "grammar and json_schema: give one, not both")
-        if r.grammar:
-            extra.setdefault("grammar", r.grammar)
-        if r.json_schema:
-            extra.setdefault("json_schema", r.json_schema)
-        d0 = self.config.sampling
-        if "grammar" not in extra and "json_schema" not in extra:
-            if d0.grammar:
-                extra["grammar"] = d0.grammar
-            elif d0.json_schema:
-                extra["json_schema"] = d0.json_schema
-        extra_sampling = {**self.config.sampling.chain_defaults(), **{k: getattr(r, k) for k in _SAMPLER_FIELDS if getattr(r, k) is not None}}
-        if isinstance(extra_sampling.get("logit_bias"), (dict, list)) and not extra_sampling["logit_bias"]:
-            extra_sampling.pop("logit_bias")
-        d = self.config.sampling
-        if n_predict is None:
-            n_predict = d.n_predict
-        if n_predict < -1:
-            raise ApiError(400, f"n_predict: must be >= -1, got {n_predict}")
-        seed = r.seed if r.seed is not None else d.seed
-        stop_list = [stop] if isinstance(stop, str) else list(stop or [])
-        if len(stop_list) > 64:
-            raise ApiError(400, "stop: at most 64 stop strings")
-        np_ = n_probs if n_probs is not None else (r.n_probs if r.n_probs is not None else d.n_probs)
-        return dict(
-            max_tokens=None if n_predict == -1 else n_predict,
-            stop=stop_list,
-            temperature=r.temperature if r.temperature is not None else d.temperature,
-            top_k=r.top_k if r.top_k is not None else d.top_k,
-            top_p=r.top_p if r.top_p is not None else d.top_p,
-            min_p=r.min_p if r.min_p is not None else d.min_p,
-            seed=None if seed is None or seed < 0 else seed,
-            ignore_eos=r.ignore_eos or d.ignore_eos,
-            n_probs=np_,
-            **extra_sampling,
-            **extra,
-        )
+    def gen_fields(self, r: Sampling, *, n_predict: Optional[int], stop, **extra) -> dict:
+        """The generation fields of a request: the server's defaults (command line), then
+        the request's sampling fields, then the route's own (`extra`; None = not set)."""
+        f = self.config.sampling.fields()
+        server_constraint = {k: f.pop(k) for k in ("grammar", "json_schema") if k in f}
+        given = {k: getattr(r, k) for k in SAMPLING_FIELDS if getattr(r, k) is not None}
+        if isinstance(given.get("logit_bias"), (dict, list)) and not given["logit_bias"]:
+            given.pop("logit_bias")
+        f.update(given)
+        if n_predict is not None:
+            f["max_tokens"] = n_predict
+        f["stop"] = stop if stop is not None else []
+        f.update({k: v for k, v in extra.items() if v is not None})
+        if not (f.get("grammar") or f.get("json_schema")):  # the server-wide one when none is given
+            f.update(server_constraint)
+        return f
+
+    def requests(self, prompt: Prompt, fields: dict, names: Optional[dict] = None, n: int = 1) -> list:
+        """`n` validated requests for each prompt of a completion request (llama.cpp's
+        prompt forms); the count is bounded before anything is tokenized."""
+        count = len(prompt) if isinstance(prompt, list) and any(isinstance(p, (str, list)) for p in prompt) else 1
+        if count * n > self.config.max_prompts:
+            raise ApiError(400, f"prompt: {count} prompts × {n} completions exceeds the limit of {self.config.max_prompts} "
+                                "generations per request (--max-prompts)")
+        return [self.request(p, fields, names) for p in self.prompts(prompt) for _ in range(n)]
+
+    async def arequests(self, prompt: Prompt, fields: dict, names: Optional[dict] = None, n: int = 1) -> list:
+        """`requests` on a worker thread (tokenizing grows with the input)."""
+        return await asyncio.to_thread(self.requests, prompt, fields, names, n)
+
+    def request(self, ids: List[int], fields: dict, names: Optional[dict] = None):
+        """A validated `GenerationRequest` (errors are 400s naming the field as `names`
+        spells it, e.g. max_tokens → n_predict)."""
+        return self.need().request(ids, _names=names, **fields)
 
     def default_settings(self) -> dict:
         """The server's default generation settings in llama-server's shape (/props, /slots)."""
         from . import shapes
 
         e = self.need()
-        d, c = self.config.sampling, self.config
-        kw = {
-            "max_tokens": None if d.n_predict < 0 else d.n_predict,
-            "seed": d.seed,
-            "temperature": d.temperature,
-            "top_k": d.top_k,
-            "top_p": d.top_p,
-            "min_p": d.min_p,
-            "n_probs": d.n_probs,
-            "ignore_eos": d.ignore_eos,
-            "stop": [],
-            "n_keep": c.n_keep,
-            "cache_prompt": c.cache_prompt,
-            **d.chain_defaults(),
-        }
-        return shapes.settings(kw, self.model_id, e.n_ctx_slot)
+        req = e.request([e.info["bos"] or 0], **self.config.sampling.fields(), n_keep=self.config.n_keep,
+                        cache_prompt=self.config.cache_prompt)
+        return shapes.settings(req.settings(), self.model_id, e.n_ctx_slot)
 
     def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
         self.need()
-        kw = {**self.config.chat_template_kwargs, **(kwargs or {})}
+        kw = {**self.config.chat_template_kwargs, **_template_kwargs(kwargs)}
         msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
         return self.template.render(msgs, add_generation_prompt=add_generation_prompt, **kw)
 
@@ -221,7 +202,7 @@ class Service:
                 parallel_tool_calls=bool(parallel_tool_calls),
                 reasoning_format=reasoning_format or self.config.reasoning_format,
                 reasoning_budget=self.config.reasoning_budget,
-                template_kwargs={**self.config.chat_template_kwargs, **(template_kwargs or {})},
+                template_kwargs={**self.config.chat_template_kwargs, **_template_kwargs(template_kwargs)},
             )
         except ToolSpecError as e:
             raise ApiError(400, str(e)) from None
@@ -231,6 +212,18 @@ class Service:
         # the template may already spell out BOS; do not add a second one
         add = not (self.bos_text and text.startswith(self.bos_text))
         return e.tokenize(text, add_special=add, parse_special=True)
+
+
+# what the renderer passes to a chat template itself: a request cannot set these
+RENDERER_ARGS = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "raise_exception",
+                           "strftime_now", "tojson", "self"})
+
+
+def _template_kwargs(kw: Optional[dict]) -> dict:
+    bad = sorted(k for k in (kw or {}) if k in RENDERER_ARGS or not isinstance(k, str) or not k.isidentifier())
+    if bad:
+        raise ApiError(400, f"chat_template_kwargs: {', '.join(map(repr, bad))} cannot be set (reserved by the renderer, or not a name)")
+    return dict(kw or {})
 
 
 def _struct_dict(s) -> dict:

@@ -60,49 +60,46 @@ def probs(e: Engine, tok: int, value: float, top: list, post: bool = False) -> d
     }
 
 
-# llama.cpp's defaults for the sampler fields a request did not set
-_CHAIN_DEFAULTS = {
-    "dynatemp_range": 0.0, "dynatemp_exponent": 1.0, "top_n_sigma": -1.0, "xtc_probability": 0.0, "xtc_threshold": 0.1,
-    "typical_p": 1.0, "repeat_last_n": 64, "repeat_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-    "dry_multiplier": 0.0, "dry_base": 1.75, "dry_allowed_length": 2, "dry_penalty_last_n": -1,
-    "dry_sequence_breakers": ["\n", ":", "\"", "*"], "mirostat": 0, "mirostat_tau": 5.0, "mirostat_eta": 0.1, "min_keep": 0,
-}
-_DEFAULT_ORDER = ["penalties", "dry", "top_n_sigma", "top_k", "typ_p", "top_p", "min_p", "xtc", "temperature"]
+# the sampler chain's fields, in llama-server's order
+_CHAIN = ("dynatemp_range", "dynatemp_exponent", "top_n_sigma", "xtc_probability", "xtc_threshold", "typical_p", "repeat_last_n",
+          "repeat_penalty", "presence_penalty", "frequency_penalty", "dry_multiplier", "dry_base", "dry_allowed_length",
+          "dry_penalty_last_n", "dry_sequence_breakers", "mirostat", "mirostat_tau", "mirostat_eta", "min_keep")
 
 
-def settings(kw: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> dict:
-    """generation_settings in llama-server's shape: every sampler field with its value."""
-    samplers = kw.get("samplers") or _DEFAULT_ORDER
+def settings(s: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> dict:
+    """generation_settings in llama-server's shape from a request's effective fields
+    (`GenerationRequest.settings()`: every field, defaults filled in by the core)."""
     return {
-        "n_predict": -1 if kw["max_tokens"] is None else kw["max_tokens"],
-        "max_tokens": -1 if kw["max_tokens"] is None else kw["max_tokens"],
-        "seed": kw["seed"] if kw["seed"] is not None else -1,
-        "temperature": kw["temperature"],
-        "top_k": kw["top_k"],
-        "top_p": kw["top_p"],
-        "min_p": kw["min_p"],
-        **{k: kw.get(k, v) for k, v in _CHAIN_DEFAULTS.items()},
-        "logit_bias": [list(x) for x in kw.get("logit_bias") or []],
-        "n_probs": kw["n_probs"],
-        "post_sampling_probs": kw.get("post_sampling_probs", False),
-        "ignore_eos": kw["ignore_eos"],
-        "stop": kw["stop"],
-        "n_keep": kw.get("n_keep", 0),
-        "n_discard": kw.get("n_discard", 0),
-        "cache_prompt": kw.get("cache_prompt", True),
-        "id_slot": kw.get("id_slot") if kw.get("id_slot") is not None else -1,
-        "samplers": list(samplers) if not isinstance(samplers, str) else list(samplers),
-        "grammar": kw.get("grammar") or "",
-        "json_schema": kw.get("json_schema") or "",
-        "stream": kw.get("stream", False),
-        "timings_per_token": kw.get("timings_per_token", False),
+        "n_predict": s["max_tokens"],
+        "max_tokens": s["max_tokens"],
+        "seed": s["seed"],
+        "temperature": s["temperature"],
+        "top_k": s["top_k"],
+        "top_p": s["top_p"],
+        "min_p": s["min_p"],
+        **{k: s[k] for k in _CHAIN},
+        "logit_bias": s["logit_bias"],
+        "n_probs": s["n_probs"],
+        "post_sampling_probs": s["post_sampling_probs"],
+        "ignore_eos": s["ignore_eos"],
+        "stop": s["stop"],
+        "n_keep": s["n_keep"],
+        "n_discard": s["n_discard"],
+        "cache_prompt": s["cache_prompt"],
+        "id_slot": s["id_slot"],
+        "samplers": s["samplers"],
+        "grammar": s["grammar"],
+        "json_schema": s["json_schema"] if s["json_schema"] is not None else "",
+        "stream": False,
+        "timings_per_token": False,
         "model": model,
         "n_ctx": n_ctx,
         **(extra or {}),
     }
 
 
-def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: int, return_tokens: bool, with_probs: bool, post: bool = False) -> dict:
+def native_final(e: Engine, r: GenerationResult, gen: dict, model: str, index: int, return_tokens: bool, with_probs: bool, post: bool = False) -> dict:
+    """The final object of a native completion; `gen`: the request's settings."""
     out = {
         "index": index,
         "content": r.text,
@@ -112,7 +109,7 @@ def native_final(e: Engine, r: GenerationResult, kw: dict, model: str, index: in
         "model": model,
         "tokens_predicted": len(r.tokens),
         "tokens_evaluated": r.tokens_evaluated,
-        "generation_settings": settings(kw, model, e.n_ctx_slot, {"seed": r.seed}),
+        "generation_settings": settings(gen, model, e.n_ctx_slot, {"seed": r.seed}),
         "prompt": e.detokenize(r.prompt_tokens),
         "has_new_line": "\n" in r.text,
         "truncated": r.truncated,

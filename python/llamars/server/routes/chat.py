@@ -2,7 +2,6 @@
 model's chat template. A trailing assistant message is continued (prefill)."""
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
 
@@ -13,9 +12,9 @@ from litestar import Request, post
 from ...schemas.openai import ChatRequest
 from .. import shapes
 from ..errors import ApiError
+from ..chat_turn import ChatTurn
 from ..service import Service
 from ..sse import DONE, EventStream, event
-from .completion import _collect
 
 
 def _logprobs(e, probs: list) -> dict:
@@ -85,47 +84,39 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
     schema = _response_schema(data.response_format)
     if data.top_logprobs is not None and not 0 <= data.top_logprobs <= 20:
         raise ApiError(400, f"top_logprobs: must be within [0, 20], got {data.top_logprobs}")
-    plan = svc.plan_chat(data.messages, tools=data.tools, tool_choice=data.tool_choice, parallel_tool_calls=data.parallel_tool_calls,
-                         reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs)
-    if plan.constraint is not None and (schema is not None or data.grammar or data.json_schema):
-        raise ApiError(400, "tools: tool calls cannot be combined with response_format, grammar or json_schema")
-    n_predict = data.max_completion_tokens if data.max_completion_tokens is not None else data.max_tokens
-    kw = svc.gen_kwargs(
-        data,
-        n_predict=n_predict,
-        stop=data.stop,
-        n_probs=(data.top_logprobs or 1) if data.logprobs else 0,
-        cache_prompt=data.cache_prompt,
-        id_slot=data.id_slot if data.id_slot >= 0 else None,
-        n_keep=data.n_keep,
-        **({"json_schema": schema} if schema is not None else {}),
-        **plan.gen_kwargs(),
+    n_predict, names = data.max_tokens, None
+    if data.max_completion_tokens is not None:
+        n_predict, names = data.max_completion_tokens, {"max_tokens": "max_completion_tokens"}
+    turn = await ChatTurn.prepare(
+        svc, data.messages, data, tools=data.tools, tool_choice=data.tool_choice, parallel_tool_calls=data.parallel_tool_calls,
+        reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=schema,
+        conflict="tools: tool calls cannot be combined with response_format, grammar or json_schema",
+        n_predict=n_predict, stop=data.stop, names=names, n_probs=(data.top_logprobs or 1) if data.logprobs else 0,
+        cache_prompt=data.cache_prompt, id_slot=data.id_slot, n_keep=data.n_keep,
     )
-    ids = svc.chat_prompt_ids(plan.prompt)
+    ids = turn.ids
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
     model = data.model or svc.model_id
     base = {"id": cid, "created": created, "model": model, "system_fingerprint": svc.fingerprint}
 
     if not data.stream:
-        results = await asyncio.gather(*(_collect(svc, ids, kw) for _ in range(data.n)))
-        choices = []
-        for i, r in enumerate(results):
-            rp = plan.parser()
-            rp.text = r.text
-            reply = rp.finish()[0]
-            choices.append({
+        results = await turn.complete(data.n)
+        choices = [
+            {
                 "index": i,
                 "message": _message(reply),
                 "logprobs": _logprobs(e, r.probs) if data.logprobs else None,
                 "finish_reason": _finish(r, reply),
-            })
-        ct = sum(len(r.tokens) for r in results)
+            }
+            for i, (r, reply) in enumerate(results)
+        ]
+        ct = sum(len(r.tokens) for r, _ in results)
         return {
             **base,
             "object": "chat.completion",
             "choices": choices,
             "usage": shapes.usage(len(ids), ct),
-            "timings": shapes.timings(results[0]),
+            "timings": shapes.timings(results[0][0]),
         }
     if data.n > 1:
         raise ApiError(501, "n: streaming several choices is not supported yet", "not_supported_error")
@@ -133,29 +124,27 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
     def chunk(delta: dict, finish=None, logprobs=None) -> bytes:
         return event({**base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]})
 
-    s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
-    rp = plan.parser()
+    await turn.start()  # refused requests fail here, before the 200
 
     async def chunks():
         try:
             yield chunk({"role": "assistant", "content": None})
-            async for c in s:
+            async for c, delta in turn.deltas():
                 lp = None
                 if data.logprobs and c.token is not None:
                     lp = _logprobs(e, [{"id": c.token, "logprob": c.logprob, "top_logprobs": [{"id": i, "logprob": v} for i, v in c.top_logprobs]}])
-                d = delta_dict(rp.feed(c.text)) if c.text else {}
+                d = delta_dict(delta) if delta is not None else {}
                 if d or lp:
                     yield chunk(d, logprobs=lp)
-            r = s.result
-            reply, last = rp.finish()
-            if last:
-                yield chunk(delta_dict(last))
-            yield chunk({}, finish=_finish(r, reply))
+            r = turn.result
+            if turn.last:
+                yield chunk(delta_dict(turn.last))
+            yield chunk({}, finish=_finish(r, turn.reply))
             if data.stream_options and data.stream_options.include_usage:
                 yield event({**base, "object": "chat.completion.chunk", "choices": [], "usage": shapes.usage(len(ids), len(r.tokens)), "timings": shapes.timings(r)})
             yield DONE
         finally:
-            await s.aclose()
+            await turn.aclose()
 
     return EventStream(chunks())
 

@@ -18,33 +18,19 @@ from ..service import Service
 from ..sse import DONE, EventStream, event
 
 
-async def _collect(svc: NamedDependency[Service], ids: list, kw: dict):
-    s = await svc.aengine.astream(ids, _quiet=True, **kw)
-    try:
-        async for _ in s:
-            pass
-    finally:
-        await s.aclose()
-    return s.result
+# llama-server's names for the core's fields on the native routes
+NATIVE_NAMES = {"max_tokens": "n_predict"}
 
 
-def _native_kwargs(svc: NamedDependency[Service], data: JSONBody[CompletionRequest]) -> dict:
+def native_fields(svc: NamedDependency[Service], data: JSONBody[CompletionRequest]) -> dict:
     if data.n_cmpl < 1 or data.n_cmpl > 16:
         raise ApiError(400, f"n_cmpl: must be within [1, 16], got {data.n_cmpl}")
-    if data.n_keep < -1:
-        raise ApiError(400, f"n_keep: must be >= -1, got {data.n_keep}")
-    if data.n_discard < 0:
-        raise ApiError(400, f"n_discard: must be >= 0, got {data.n_discard}")
-    if data.t_max_predict_ms < 0:
-        raise ApiError(400, f"t_max_predict_ms: must be >= 0, got {data.t_max_predict_ms}")
-    if data.n_indent < 0:
-        raise ApiError(400, f"n_indent: must be >= 0, got {data.n_indent}")
-    return svc.gen_kwargs(
+    return svc.gen_fields(
         data,
         n_predict=data.n_predict,
         stop=data.stop,
         cache_prompt=data.cache_prompt,
-        id_slot=data.id_slot if data.id_slot >= 0 else None,
+        id_slot=data.id_slot,
         n_keep=data.n_keep,
         n_discard=data.n_discard,
         truncate=data.truncate,
@@ -58,27 +44,29 @@ def _native_kwargs(svc: NamedDependency[Service], data: JSONBody[CompletionReque
 @post(["/completion", "/completions"], status_code=200, summary="llama.cpp completion")
 async def completion(request: Request, data: JSONBody[CompletionRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
-    kw = _native_kwargs(svc, data)
-    prompts = [p for p in svc.prompts(data.prompt) for _ in range(data.n_cmpl)]
-    with_probs = kw["n_probs"] > 0
+    fields = native_fields(svc, data)
+    reqs = await svc.arequests(data.prompt, fields, NATIVE_NAMES, data.n_cmpl)
+    with_probs = reqs[0].n_probs > 0
     if not data.stream:
-        results = await asyncio.gather(*(_collect(svc, p, kw) for p in prompts))
-        out = [shapes.native_final(e, r, kw, svc.model_id, i, data.return_tokens, with_probs, data.post_sampling_probs) for i, r in enumerate(results)]
+        results = await asyncio.gather(*(svc.aengine.collect(r) for r in reqs))
+        gen = reqs[0].settings()
+        out = [shapes.native_final(e, r, gen, svc.model_id, i, data.return_tokens, with_probs, data.post_sampling_probs) for i, r in enumerate(results)]
         if data.response_fields:
             out = [shapes.pick_fields(o, data.response_fields) for o in out]
         return out[0] if len(out) == 1 else out
-    if len(prompts) > 1:
+    if len(reqs) > 1:
         raise ApiError(501, "streaming several prompts in one request is not supported yet; send one request per prompt", "not_supported_error")
 
-    return await native_stream(svc, prompts[0], kw, data)
+    return await native_stream(svc, reqs[0], data)
 
 
-async def native_stream(svc: NamedDependency[Service], ids: list, kw: dict, data: JSONBody[CompletionRequest]) -> EventStream:
+async def native_stream(svc: NamedDependency[Service], req, data: JSONBody[CompletionRequest]) -> EventStream:
     """llama.cpp's SSE stream: a chunk per token (content, tokens, probabilities, progress,
     running timings), then the final chunk with stop: true and the full fields."""
     e = svc.need()
-    with_probs = kw["n_probs"] > 0
-    s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
+    with_probs = req.n_probs > 0
+    n_prompt = len(req.prompt)
+    s = await svc.aengine.start(req)  # refused requests fail here, before the 200
 
     async def chunks():
         t0 = time.monotonic()
@@ -96,14 +84,14 @@ async def native_stream(svc: NamedDependency[Service], ids: list, kw: dict, data
                     "stop": False,
                     "id_slot": -1,
                     "tokens_predicted": n_out,
-                    "tokens_evaluated": len(ids),
+                    "tokens_evaluated": n_prompt,
                 }
                 if with_probs and c.token is not None:
                     ev["completion_probabilities"] = [shapes.probs(e, c.token, c.logprob, c.top_logprobs, data.post_sampling_probs)]
                 if data.timings_per_token and s.prompt_progress is not None:
                     ev["timings"] = shapes.running_timings(s.prompt_progress, n_out, (time.monotonic() - t0) * 1e3)
                 yield event(ev)
-            fin = shapes.native_final(e, s.result, kw, svc.model_id, 0, False, False)
+            fin = shapes.native_final(e, s.result, req.settings(), svc.model_id, 0, False, False)
             fin["content"] = ""
             yield event(shapes.pick_fields(fin, data.response_fields) if data.response_fields else fin)
         finally:
@@ -121,16 +109,17 @@ async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest]
         raise ApiError(501, "echo: returning the prompt is not supported yet", "not_supported_error")
     if data.logprobs is not None and not 0 <= data.logprobs <= 20:
         raise ApiError(400, f"logprobs: must be within [0, 20], got {data.logprobs}")
-    kw = svc.gen_kwargs(
+    fields = svc.gen_fields(
         data,
         n_predict=data.max_tokens if data.max_tokens is not None else 16,
         stop=data.stop,
         n_probs=data.logprobs or 0,
         cache_prompt=data.cache_prompt,
-        id_slot=data.id_slot if data.id_slot >= 0 else None,
+        id_slot=data.id_slot,
         n_keep=data.n_keep,
     )
-    prompts = [p for p in svc.prompts(data.prompt) for _ in range(data.n)]
+    reqs = await svc.arequests(data.prompt, fields, None, data.n)
+    prompts = [r.prompt for r in reqs]
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     base = {"id": cid, "object": "text_completion", "created": created, "model": data.model or svc.model_id, "system_fingerprint": svc.fingerprint}
 
@@ -143,7 +132,7 @@ async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest]
         }
 
     if not data.stream:
-        results = await asyncio.gather(*(_collect(svc, p, kw) for p in prompts))
+        results = await asyncio.gather(*(svc.aengine.collect(r) for r in reqs))
         choices = [
             {"index": i, "text": r.text, "logprobs": logprobs_of(r.probs) if data.logprobs else None, "finish_reason": shapes.finish_reason(r)}
             for i, r in enumerate(results)
@@ -154,7 +143,7 @@ async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest]
     if len(prompts) > 1:
         raise ApiError(501, "streaming with n > 1 or several prompts is not supported yet", "not_supported_error")
 
-    s = await svc.aengine.astream(prompts[0], **kw)  # refused requests fail here, before the 200
+    s = await svc.aengine.start(reqs[0])  # refused requests fail here, before the 200
 
     async def chunks():
         try:

@@ -16,7 +16,7 @@ from ..errors import ApiError
 from ..service import Service
 
 
-def _inputs(svc: NamedDependency[Service], raw) -> list:
+def _inputs(svc: NamedDependency[Service], raw, field: str = "input") -> list:
     """A string, a token list, or a list of strings / token lists → token id lists."""
     e = svc.need()
     if isinstance(raw, str):
@@ -24,7 +24,9 @@ def _inputs(svc: NamedDependency[Service], raw) -> list:
     elif raw and all(isinstance(t, int) for t in raw):
         raw = [raw]
     if not raw:
-        raise ApiError(400, "input: at least one text or token list is required")
+        raise ApiError(400, f"{field}: at least one text or token list is required")
+    if len(raw) > svc.config.max_prompts:
+        raise ApiError(400, f"{field}: {len(raw)} inputs exceed the limit of {svc.config.max_prompts} per request (--max-prompts)")
     out = []
     for i, x in enumerate(raw):
         if isinstance(x, str):
@@ -32,14 +34,14 @@ def _inputs(svc: NamedDependency[Service], raw) -> list:
         elif isinstance(x, list) and all(isinstance(t, int) for t in x):
             ids = x
         else:
-            raise ApiError(400, f"input[{i}]: must be a string or a list of token ids")
+            raise ApiError(400, f"{field}[{i}]: must be a string or a list of token ids")
         if not ids:
-            raise ApiError(400, f"input[{i}]: is empty")
+            raise ApiError(400, f"{field}[{i}]: is empty")
         bad = [t for t in ids if not 0 <= t < e.n_vocab]
         if bad:
-            raise ApiError(400, f"input[{i}]: token id {bad[0]} is out of range [0, {e.n_vocab})")
+            raise ApiError(400, f"{field}[{i}]: token id {bad[0]} is out of range [0, {e.n_vocab})")
         if len(ids) > e.n_ctx_slot:
-            raise ApiError(400, f"input[{i}]: {len(ids)} tokens exceed the context of {e.n_ctx_slot}", "exceed_context_size_error")
+            raise ApiError(400, f"{field}[{i}]: {len(ids)} tokens exceed the context of {e.n_ctx_slot}", "exceed_context_size_error")
         out.append(ids)
     return out
 
@@ -64,7 +66,8 @@ async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Servi
     if raw is None:
         raise ApiError(400, "content: required")
     out = []
-    for i, ids in enumerate(_inputs(svc, raw)):
+    field = "content" if data.content is not None else "input"
+    for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, raw, field)):
         rows = await _embed(svc, ids, pooling, data.embd_normalize)
         out.append({"index": i, "embedding": rows.tolist()})
     return out
@@ -80,7 +83,7 @@ async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependen
     if data.dimensions is not None:
         raise ApiError(400, "dimensions: this model's embeddings cannot be shortened")
     items, n_tok = [], 0
-    for i, ids in enumerate(_inputs(svc, data.input)):
+    for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, data.input)):
         v = (await _embed(svc, ids, pooling, 2))[0]
         n_tok += len(ids)
         emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if data.encoding_format == "base64" else v.tolist()

@@ -2,6 +2,8 @@
 usual token texts), repo-level layout when it has repo/file-separator tokens."""
 from __future__ import annotations
 
+import asyncio
+
 from typing import Callable, Dict, List
 
 from litestar.di import NamedDependency
@@ -11,7 +13,8 @@ from litestar import post
 from ...schemas.native import InfillRequest
 from ..errors import ApiError
 from ..service import Service
-from .completion import _collect, _native_kwargs, native_stream
+from .. import shapes
+from .completion import NATIVE_NAMES, native_fields, native_stream
 
 FIM_TEXTS = {
     "pre": ["<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "<|fim▁begin|>"],
@@ -61,19 +64,22 @@ async def infill(data: JSONBody[InfillRequest], svc: NamedDependency[Service]) -
         raise ApiError(400, f"this model has no fill-in-the-middle tokens ({', '.join('FIM_' + m.upper() for m in missing)} missing); /infill needs a code model with FIM support")
     if not isinstance(data.prompt, str):
         raise ApiError(400, "prompt: must be a string for /infill")
-    kw = _native_kwargs(svc, data)
+    fields = native_fields(svc, data)
 
     def tok(s: str) -> List[int]:
         return e.tokenize(s, add_special=False, parse_special=False) if s else []
 
     bos = [e.info["bos"]] if e.info.get("add_bos") and e.info.get("bos") is not None else []
-    ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra)
-    if data.stream:
-        return await native_stream(svc, ids, kw, data)
-    r = await _collect(svc, ids, kw)
-    from .. import shapes
 
-    return shapes.native_final(e, r, kw, svc.model_id, 0, data.return_tokens, kw["n_probs"] > 0, data.post_sampling_probs)
+    def prepare():
+        ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra)
+        return svc.request(ids, fields, NATIVE_NAMES)
+
+    req = await asyncio.to_thread(prepare)
+    if data.stream:
+        return await native_stream(svc, req, data)
+    r = await svc.aengine.collect(req)
+    return shapes.native_final(e, r, req.settings(), svc.model_id, 0, data.return_tokens, req.n_probs > 0, data.post_sampling_probs)
 
 
 ROUTES = [infill]

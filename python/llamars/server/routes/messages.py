@@ -3,36 +3,33 @@ Messages API over the chat pipeline. Errors answer in Anthropic's shape (errors.
 the dialect by path); `x-api-key` and `anthropic-version` headers are accepted."""
 from __future__ import annotations
 
+import asyncio
+
 from litestar import Request, post
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 
 from ...schemas.anthropic import CountTokensRequest, MessagesRequest
 from .. import anthropic as A
-from ..errors import ApiError
+from ..chat_turn import ChatTurn
 from ..service import Service
 from ..sse import EventStream, named_event
-from .completion import _collect
 
 
 @post(["/v1/messages", "/messages"], status_code=200, summary="Anthropic Messages API")
 async def messages(request: Request, data: JSONBody[MessagesRequest], svc: NamedDependency[Service]) -> object:
     A.check(data)
     msgs, tools, choice, parallel = A.to_chat(data)
-    plan = svc.plan_chat(msgs, tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
-    schema = A.output_schema(data)
-    if schema is not None and plan.constraint is not None:
-        raise ApiError(400, "output_config.format: structured output cannot be combined with tool use")
-    extra = {"json_schema": schema} if schema is not None else plan.gen_kwargs()
-    kw = svc.gen_kwargs(data, n_predict=data.max_tokens, stop=data.stop_sequences or [], **extra)
-    ids = svc.chat_prompt_ids(plan.prompt)
+    turn = await ChatTurn.prepare(
+        svc, msgs, data, tools=tools, tool_choice=choice, parallel_tool_calls=parallel, schema=A.output_schema(data),
+        conflict="output_config.format: structured output cannot be combined with tool use",
+        n_predict=data.max_tokens, stop=data.stop_sequences or [], names={"stop": "stop_sequences"},
+    )
+    ids = turn.ids
     mid, model = A.message_id(), data.model
 
     if not data.stream:
-        r = await _collect(svc, ids, kw)
-        rp = plan.parser()
-        rp.text = r.text
-        reply = rp.finish()[0]
+        [(r, reply)] = await turn.complete()
         return {
             "id": mid,
             "type": "message",
@@ -44,8 +41,8 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
             "usage": A.usage(r, len(ids)),
         }
 
-    s = await svc.aengine.astream(ids, **kw)  # refused requests fail here, before the 200
-    rp, blocks = plan.parser(), A.BlockStream()
+    await turn.start()  # refused requests fail here, before the 200
+    blocks = A.BlockStream()
 
     async def events():
         try:
@@ -53,13 +50,12 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
                      "stop_sequence": None, "usage": {"input_tokens": len(ids), "output_tokens": 0}}
             yield named_event("message_start", {"type": "message_start", "message": start})
             yield named_event("ping", {"type": "ping"})
-            async for c in s:
-                if c.text:
-                    for name, ev in blocks.feed(rp.feed(c.text)):
+            async for _c, delta in turn.deltas():
+                if delta is not None:
+                    for name, ev in blocks.feed(delta):
                         yield named_event(name, ev)
-            r = s.result
-            reply, last = rp.finish()
-            tail = blocks.feed(last)
+            r, reply = turn.result, turn.reply
+            tail = blocks.feed(turn.last)
             if blocks.index < 0:  # an empty reply still has one (empty) text block
                 tail += blocks._open("text", {"type": "text", "text": ""})
             for name, ev in tail + blocks.close():
@@ -68,7 +64,7 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
             yield named_event("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": len(r.tokens)}})
             yield named_event("message_stop", {"type": "message_stop"})
         finally:
-            await s.aclose()
+            await turn.aclose()
 
     return EventStream(events(), dialect="anthropic")
 
@@ -76,8 +72,8 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
 @post(["/v1/messages/count_tokens", "/messages/count_tokens"], status_code=200, summary="Anthropic token counting")
 async def count_tokens(request: Request, data: JSONBody[CountTokensRequest], svc: NamedDependency[Service]) -> dict:
     msgs, tools, choice, parallel = A.to_chat(data)
-    plan = svc.plan_chat(msgs, tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
-    return {"input_tokens": len(svc.chat_prompt_ids(plan.prompt))}
+    plan = await asyncio.to_thread(svc.plan_chat, msgs, tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
+    return {"input_tokens": len(await asyncio.to_thread(svc.chat_prompt_ids, plan.prompt))}
 
 
 ROUTES = [messages, count_tokens]

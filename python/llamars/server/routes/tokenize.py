@@ -1,6 +1,8 @@
 """POST /tokenize, /detokenize, /apply-template."""
 from __future__ import annotations
 
+import asyncio
+
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar import post
@@ -14,18 +16,22 @@ from ..service import Service
 @post("/tokenize", status_code=200)
 async def tokenize(data: JSONBody[TokenizeRequest], svc: NamedDependency[Service]) -> dict:
     e = svc.need()
-    ids = e.tokenize(data.content, add_special=data.add_special, parse_special=data.parse_special)
-    if not data.with_pieces:
-        return {"tokens": ids}
-    out = []
-    for i in ids:
-        b = e.token_to_piece(i, special=True)
-        try:
-            piece = b.decode("utf-8")
-        except UnicodeDecodeError:
-            piece = list(b)
-        out.append({"id": i, "piece": piece})
-    return {"tokens": out}
+
+    def run() -> dict:
+        ids = e.tokenize(data.content, add_special=data.add_special, parse_special=data.parse_special)
+        if not data.with_pieces:
+            return {"tokens": ids}
+        out = []
+        for i in ids:
+            b = e.token_to_piece(i, special=True)
+            try:
+                piece = b.decode("utf-8")
+            except UnicodeDecodeError:
+                piece = list(b)
+            out.append({"id": i, "piece": piece})
+        return {"tokens": out}
+
+    return await asyncio.to_thread(run)
 
 
 @post("/detokenize", status_code=200)
@@ -34,12 +40,12 @@ async def detokenize(data: JSONBody[DetokenizeRequest], svc: NamedDependency[Ser
     bad = [t for t in data.tokens if not 0 <= t < e.n_vocab]
     if bad:
         raise ApiError(400, f"tokens: token id {bad[0]} is out of range [0, {e.n_vocab})")
-    return {"content": e.detokenize(data.tokens)}
+    return {"content": await asyncio.to_thread(e.detokenize, data.tokens)}
 
 
 @post("/apply-template", status_code=200)
 async def apply_template(data: JSONBody[ApplyTemplateRequest], svc: NamedDependency[Service]) -> dict:
-    return {"prompt": svc.render_chat(data.messages, data.add_generation_prompt, data.chat_template_kwargs)}
+    return {"prompt": await asyncio.to_thread(svc.render_chat, data.messages, data.add_generation_prompt, data.chat_template_kwargs)}
 
 
 ROUTES = [tokenize, detokenize, apply_template]

@@ -1,0 +1,161 @@
+//! Committing a step's results: the evaluated tokens join their slots' caches, prompt
+//! progress is reported (and sliding-window checkpoints taken), each sequence that got
+//! logits samples its next token and emits it, and finished or failed requests are
+//! released. Before planning, sequences at the end of their context are shifted or ended.
+use super::decode::StopReason;
+use super::execute::Logits;
+use super::planner::{Batch, SlotView, Work};
+use super::request::{Event, Progress};
+use super::slot::MAX_CHECKPOINTS;
+use super::state::LoopState;
+use crate::error::Error;
+use crate::kv_cache::Checkpoint;
+use crate::model::LogitRows;
+use std::time::Instant;
+
+impl LoopState {
+    /// Sequences whose next token would not fit: shift the context (llama.cpp's
+    /// `--context-shift`) or end them at the limit.
+    pub fn fit_decodes(&mut self) {
+        let n_ctx = self.kv.slot_ctx;
+        for si in 0..self.slots.len() {
+            let at_end = self.slots[si].task.as_ref().is_some_and(|t| t.pending.is_some()) && self.slots[si].cells.n_past() + 1 >= n_ctx;
+            if !at_end {
+                continue;
+            }
+            if self.cfg.context_shift {
+                self.context_shift(si);
+                continue;
+            }
+            if let Some(t) = self.slots[si].task.as_mut() {
+                t.dec.truncated = true;
+                if let Some(ev) = t.dec.finish(StopReason::Limit) {
+                    if !t.req.params.quiet {
+                        t.req.send(Event::Token(ev));
+                    }
+                }
+            }
+            self.release(si, None);
+        }
+    }
+
+    /// What each slot needs from the next forward pass, for the planner.
+    pub fn views(&self) -> Vec<SlotView<'_>> {
+        self.slots
+            .iter()
+            .map(|s| {
+                let work = match &s.task {
+                    Some(t) => match t.pending {
+                        Some(tok) => Work::Decode(tok),
+                        None if t.prompt_done.is_none() => Work::Prompt { prompt: &t.prompt, started: t.started },
+                        None => Work::Idle,
+                    },
+                    None => Work::Idle,
+                };
+                SlotView { slot: s.id, n_past: s.cells.n_past(), ring_lo: s.cells.ring_lo, work }
+            })
+            .collect()
+    }
+
+    /// Apply a step's results. Spans that failed end their requests with the error (its
+    /// own kind: a device failure stays a device failure).
+    pub fn commit(&mut self, batch: &Batch, logits: &Logits<'_>) {
+        let engine = self.engine.clone();
+        let nv = engine.model.config.n_vocab;
+        self.metrics.n_decode_total += 1;
+        self.metrics.n_busy_slots_total += batch.spans.len() as u64;
+        let mut row = 0;
+        let mut done: Vec<(usize, Option<Error>)> = Vec::new();
+        for (i, sp) in batch.spans.iter().enumerate() {
+            let outcome = logits.span(i, row, nv);
+            if sp.logits != LogitRows::None && matches!(logits, Logits::Batch(_)) {
+                row += 1;
+            }
+            let l = match outcome {
+                Err(e) => {
+                    // what the failed pass wrote for this sequence is not trusted
+                    self.slots[sp.slot].clear();
+                    done.push((sp.slot, Some(e.again())));
+                    continue;
+                }
+                Ok(l) => l,
+            };
+            let s = &mut self.slots[sp.slot];
+            s.cells.push(batch.span_tokens(i));
+            let Some(t) = s.task.as_mut() else { continue };
+            if t.pending.is_none() {
+                // a prompt chunk: report progress (always once the prompt is done)
+                let finished = sp.logits != LogitRows::None;
+                if finished || t.req.params.return_progress {
+                    let pr = Progress {
+                        total: t.n_prompt,
+                        cache: t.tokens_cached,
+                        processed: s.cells.n_past(),
+                        time_ms: t.started.elapsed().as_secs_f64() * 1e3,
+                    };
+                    t.req.send(Event::Progress(pr));
+                }
+                if s.cells.ring.is_some() {
+                    // a prompt chunk ended here: remember the ring for later prompts
+                    let synced = self.kv.to_host(true).is_ok();
+                    if let Some(cp) = Checkpoint::take(&self.kv, &s.cells, sp.slot).filter(|_| synced) {
+                        if s.checkpoints.len() >= MAX_CHECKPOINTS {
+                            // keep the earliest (shared prefixes) and the newest
+                            s.checkpoints.remove(1.min(s.checkpoints.len() - 1));
+                        }
+                        s.checkpoints.push(cp);
+                    }
+                }
+            }
+            let Some(l) = l else { continue };
+            t.pending = None;
+            if t.prompt_done.is_none() {
+                t.prompt_done = Some(Instant::now());
+            }
+            let ev = t.dec.step(&engine.tokenizer, l);
+            let alive = match ev {
+                Some(ev) if !t.req.params.quiet => t.req.send(Event::Token(ev)),
+                _ => true,
+            };
+            if !alive {
+                done.push((sp.slot, Some(Error::Cancelled)));
+            } else if t.dec.is_done() {
+                done.push((sp.slot, None));
+            } else {
+                t.pending = t.dec.tokens.last().copied();
+            }
+        }
+        for (si, err) in done {
+            self.release(si, err);
+        }
+    }
+
+    /// The requests of the slots in `batch` end with `e` (a step that panicked outside the
+    /// forward pass); their caches are cleared.
+    pub fn fail_step(&mut self, batch: &Batch, e: &Error) {
+        for sp in &batch.spans {
+            self.slots[sp.slot].clear();
+            self.release(sp.slot, Some(e.again()));
+        }
+    }
+
+    /// llama.cpp's context shift: keep n_keep tokens, drop n_discard (default half of
+    /// the rest), move the remainder down.
+    fn context_shift(&mut self, si: usize) {
+        let s = &mut self.slots[si];
+        let Some(t) = s.task.as_ref() else { return };
+        let n_past = s.cells.n_past();
+        let n_keep = t.n_keep.min(n_past);
+        let n_left = n_past - n_keep;
+        let n_discard = if t.req.params.n_discard > 0 { t.req.params.n_discard.min(n_left) } else { n_left / 2 };
+        s.checkpoints.clear();
+        if self.kv.to_host(false).is_err() {
+            s.clear();
+            return;
+        }
+        self.engine.model.kv_shift(&mut self.kv, &mut s.cells, si, n_keep, n_discard);
+        if self.kv.to_device(false).is_err() {
+            s.clear();
+        }
+    }
+}
