@@ -26,8 +26,11 @@ def server(model_path, tmp_path_factory):
 
     slots = tmp_path_factory.mktemp("slots")
     outside = tmp_path_factory.mktemp("outside")
-    cfg = ServerConfig(model=model_path, n_ctx=2048, n_parallel=2, slot_save_path=str(slots), embedding=True, max_prompts=64)
-    srv = LiveServer(create_app(cfg)).start()
+    from llamars.server.timeouts import header_timeout_protocol
+
+    cfg = ServerConfig(model=model_path, n_ctx=2048, n_parallel=2, slot_save_path=str(slots), embedding=True, max_prompts=64,
+                       header_timeout=2)
+    srv = LiveServer(create_app(cfg), http=header_timeout_protocol(cfg.header_timeout)).start()
     srv.slots, srv.outside = slots, outside
     yield srv
     srv.stop()
@@ -393,3 +396,59 @@ def _swallow(url: str, body: dict) -> None:
                 pass
     except httpx.HTTPError:
         pass
+
+
+def _closed_after(sock: socket.socket, limit: float) -> float:
+    """Seconds until the server closes `sock` (reads until EOF), failing past `limit`."""
+    t0 = time.monotonic()
+    sock.settimeout(limit)
+    try:
+        while sock.recv(65536):
+            pass
+    except socket.timeout:
+        pytest.fail(f"the server kept the connection open for {limit} s")
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - t0
+
+
+def test_connections_that_send_no_request_head_are_closed(server, client):
+    host, port = "127.0.0.1", server.port
+    # a new connection that sends nothing (--header-timeout 2 here)
+    with socket.create_connection((host, port)) as s:
+        assert 1.5 < _closed_after(s, 10) < 5
+    # a client trickling its head, a byte every 0.2 s: the deadline does not move
+    with socket.create_connection((host, port)) as s:
+        t0 = time.monotonic()
+        head = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+        try:
+            for b in head:
+                s.sendall(bytes([b]))
+                time.sleep(0.2)
+                assert time.monotonic() - t0 < 5, "a trickled head held the connection open"
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        assert time.monotonic() - t0 < 5
+    # a kept-alive connection gone quiet after its response
+    with socket.create_connection((host, port)) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.settimeout(10)
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+        assert _closed_after(s, 10) < 5
+    # a head sent in time and a slow body: the body is --timeout's business, not this one's
+    with socket.create_connection((host, port)) as s:
+        body = b'{"content": "hello"}'
+        s.sendall(b"POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+                  + str(len(body)).encode() + b"\r\n\r\n")
+        time.sleep(3)
+        s.sendall(body)
+        s.settimeout(30)
+        assert s.recv(65536).startswith(b"HTTP/1.1 200")
+
+
+def test_header_timeout_flag():
+    from llamars.cli import parse_args
+
+    assert parse_args(["-m", "x.gguf"]).header_timeout == 30
+    assert parse_args(["-m", "x.gguf", "--header-timeout", "7"]).header_timeout == 7
+    assert parse_args(["-m", "x.gguf"], env={"LLAMA_ARG_HEADER_TIMEOUT": "0"}).header_timeout == 0

@@ -155,6 +155,9 @@ OPTIONS: Tuple[Opt, ...] = (
         "e.g. '{\"key1\":\"value1\",\"key2\":\"value2\"}'", _E + "CHAT_TEMPLATE_KWARGS", X),
     Opt("-to, --timeout", "timeout", "int", "N", "server read/write timeout in seconds (default: 3600)",
         _E + "TIMEOUT", X, lo=0),
+    Opt("--header-timeout", "header_timeout", "int", "N",
+        "seconds a connection may take to send a request's headers, an idle new or kept-alive connection "
+        "included; then it is closed (default: 30, 0 = no limit)", _E + "HEADER_TIMEOUT", X, lo=0),
     Opt("--max-prompts", "max_prompts", "int", "N",
         "most generations (prompts × n) or embedding inputs one request may ask for; more is a 400 "
         "(default: 1024)", _E + "MAX_PROMPTS", X, lo=1),

@@ -102,6 +102,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     ssl_key_file: Optional[str] = None
     ssl_cert_file: Optional[str] = None
     timeout: int = 3600
+    header_timeout: int = 30  # seconds to send a request's headers, idle connections included (0: no limit)
     # bounds on one request's work (llamars' own; llama-server has no such flags)
     max_prompts: int = 1024  # generations (prompts × n) or embedding inputs per request
     cors_origins: List[str] = msgspec.field(default_factory=lambda: ["*"])

@@ -19,7 +19,7 @@ from .routes import webui
 from .routes import responses as responses_routes
 from .responses_jobs import Responses
 from .service import Service
-from .timeouts import timeout_middleware
+from .timeouts import header_timeout_protocol, timeout_middleware
 from .disconnect import disconnect_middleware
 
 
@@ -84,7 +84,7 @@ def serve(config: ServerConfig) -> int:
     app = create_app(config)
     level = "critical" if config.log_disable else ("info" if config.verbose else "warning")
     kw = dict(log_level=level, access_log=config.verbose and not config.log_disable, timeout_keep_alive=5,
-              timeout_graceful_shutdown=1)
+              timeout_graceful_shutdown=1, http=header_timeout_protocol(config.header_timeout))
     if config.ssl_key_file or config.ssl_cert_file:
         kw.update(ssl_keyfile=config.ssl_key_file, ssl_certfile=config.ssl_cert_file)
     scheme = "https" if config.ssl_cert_file else "http"
