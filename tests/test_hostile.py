@@ -29,7 +29,7 @@ def server(model_path, tmp_path_factory):
     from llamars.server.timeouts import header_timeout_protocol
 
     cfg = ServerConfig(model=model_path, n_ctx=2048, n_parallel=2, slot_save_path=str(slots), embedding=True, max_prompts=64,
-                       header_timeout=2)
+                       max_messages=40_000, max_tools=8, header_timeout=2)
     srv = LiveServer(create_app(cfg), http=header_timeout_protocol(cfg.header_timeout)).start()
     srv.slots, srv.outside = slots, outside
     yield srv
@@ -170,6 +170,21 @@ def test_too_many_prompts_are_refused_before_any_work(client):
     assert r.status_code == 400 and "limit of 64" in r.json()["error"]["message"]
     r = client.post("/v1/embeddings", json={"input": ["x"] * 1000})
     assert r.status_code == 400 and "--max-prompts" in r.json()["error"]["message"]
+
+
+def test_too_many_messages_tools_or_biases_are_refused_before_any_work(client):
+    msgs = [{"role": "user", "content": "hi"}] * 40_001
+    for route, body in [("/v1/chat/completions", {"messages": msgs, "max_tokens": 1}), ("/apply-template", {"messages": msgs}),
+                        ("/v1/messages", {"model": "m", "messages": msgs, "max_tokens": 1})]:
+        t0 = time.monotonic()
+        r = client.post(route, json=body)
+        assert r.status_code == 400 and "40001 messages exceed the limit of 40000" in r.text and "--max-messages" in r.text, (route, r.text)
+        assert time.monotonic() - t0 < 10
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+    r = client.post("/v1/chat/completions", json={"messages": msgs[:1], "tools": [tool] * 9, "max_tokens": 1})
+    assert r.status_code == 400 and "--max-tools" in r.json()["error"]["message"]
+    r = client.post("/completion", json={"prompt": "a", "n_predict": 1, "logit_bias": [[1, 0.5]] * 262_145})
+    assert r.status_code == 400 and "logit_bias" in r.text and "limit of 262144" in r.text, r.text[:300]
 
 
 def _health_while(server, work) -> float:

@@ -161,6 +161,11 @@ OPTIONS: Tuple[Opt, ...] = (
     Opt("--max-prompts", "max_prompts", "int", "N",
         "most generations (prompts × n) or embedding inputs one request may ask for; more is a 400 "
         "(default: 1024)", _E + "MAX_PROMPTS", X, lo=1),
+    Opt("--max-messages", "max_messages", "int", "N",
+        "most chat messages (or Responses input items) one request may send; more is a 400 (default: 131072)",
+        _E + "MAX_MESSAGES", X, lo=1),
+    Opt("--max-tools", "max_tools", "int", "N",
+        "most tool definitions one request may send; more is a 400 (default: 1024)", _E + "MAX_TOOLS", X, lo=0),
     Opt("--cache-prompt", "cache_prompt", "bool", "", "whether to enable prompt caching (default: enabled)",
         _E + "CACHE_PROMPT", X, neg="--no-cache-prompt"),
     Opt("--cache-reuse", "cache_reuse", "int", "N",

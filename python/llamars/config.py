@@ -105,6 +105,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     header_timeout: int = 30  # seconds to send a request's headers, idle connections included (0: no limit)
     # bounds on one request's work (llamars' own; llama-server has no such flags)
     max_prompts: int = 1024  # generations (prompts × n) or embedding inputs per request
+    max_messages: int = 131072  # chat messages (or Responses input items) per request
+    max_tools: int = 1024  # tool definitions per request
     cors_origins: List[str] = msgspec.field(default_factory=lambda: ["*"])
     cors_methods: List[str] = msgspec.field(default_factory=lambda: ["GET", "POST", "DELETE", "OPTIONS"])
     cors_headers: List[str] = msgspec.field(default_factory=lambda: ["*"])

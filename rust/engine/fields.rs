@@ -157,6 +157,10 @@ fn stop_list(v: &Value) -> std::result::Result<Vec<String>, String> {
     Ok(list.into_iter().filter(|s| !s.is_empty()).collect())
 }
 
+/// Most logit-bias entries a request may give: every token of the largest vocabularies
+/// (Gemma's 262,144) once.
+pub const MAX_LOGIT_BIAS: usize = 1 << 18;
+
 /// llama.cpp's logit_bias forms: `[[id or text, bias], ...]` or `{id or text: bias}`;
 /// a text biases each of its tokens; bias `false` bans (−inf).
 fn logit_bias(v: &Value, cx: &Ctx) -> std::result::Result<Vec<(u32, f32)>, String> {
@@ -172,6 +176,9 @@ fn logit_bias(v: &Value, cx: &Ctx) -> std::result::Result<Vec<(u32, f32)>, Strin
             .collect::<std::result::Result<_, _>>()?,
         _ => return Err("must be an object {token: bias} or a list of [token, bias] pairs".into()),
     };
+    if items.len() > MAX_LOGIT_BIAS {
+        return Err(format!("{} entries exceed the limit of {MAX_LOGIT_BIAS}", items.len()));
+    }
     let mut out = Vec::new();
     for (key, bias) in items {
         let b = match bias {
@@ -191,6 +198,9 @@ fn logit_bias(v: &Value, cx: &Ctx) -> std::result::Result<Vec<(u32, f32)>, Strin
                 return Err(format!("token id {id} is out of range [0, {})", cx.n_vocab));
             }
             out.push((id as u32, b));
+        }
+        if out.len() > MAX_LOGIT_BIAS {
+            return Err(format!("the entries' texts give more than {MAX_LOGIT_BIAS} tokens"));
         }
     }
     Ok(out)
@@ -470,6 +480,8 @@ mod tests {
         assert!(err(json!({"grammar_triggers": ["x"]})).starts_with("grammar_triggers: a lazy grammar needs"));
         assert!(err(json!({"stop": [1]})).starts_with("stop[0] must be a string"));
         assert!(err(json!({"stop": vec!["s"; 65]})).contains("at most 64"));
+        let many = vec![json!([1, 1.0]); MAX_LOGIT_BIAS + 1];
+        assert!(err(json!({"logit_bias": many})).starts_with("logit_bias: 262145 entries exceed the limit of 262144"));
     }
 
     #[test]

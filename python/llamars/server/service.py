@@ -182,8 +182,17 @@ class Service:
                         cache_prompt=self.config.cache_prompt)
         return shapes.settings(req.settings(), self.model_id, e.n_ctx_slot)
 
+    def _check_counts(self, messages: list, tools=None) -> None:
+        """The per-request bounds on a chat, before any rendering."""
+        if len(messages) > self.config.max_messages:
+            raise ApiError(400, f"messages: {len(messages)} messages exceed the limit of {self.config.max_messages} "
+                                "per request (--max-messages)")
+        if tools and len(tools) > self.config.max_tools:
+            raise ApiError(400, f"tools: {len(tools)} tools exceed the limit of {self.config.max_tools} per request (--max-tools)")
+
     def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
         self.need()
+        self._check_counts(messages)
         kw = {**self.config.chat_template_kwargs, **_template_kwargs(kwargs)}
         msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
         return self.template.render(msgs, add_generation_prompt=add_generation_prompt, **kw)
@@ -193,6 +202,7 @@ class Service:
         """A chat turn's prompt, tool-call grammar and reply parser (server defaults from
         the command line; request fields win)."""
         self.need()
+        self._check_counts(messages, tools)
         try:
             return plan_chat(
                 self.template,
