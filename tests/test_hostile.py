@@ -467,3 +467,42 @@ def test_header_timeout_flag():
     assert parse_args(["-m", "x.gguf"]).header_timeout == 30
     assert parse_args(["-m", "x.gguf", "--header-timeout", "7"]).header_timeout == 7
     assert parse_args(["-m", "x.gguf"], env={"LLAMA_ARG_HEADER_TIMEOUT": "0"}).header_timeout == 0
+
+
+def _raw(text: str):
+    import msgspec
+
+    return msgspec.Raw(text.encode())
+
+
+def _deep_cases(d: int) -> list:
+    """Client data nested `d` deep where the server walks it: tool schemas (three
+    dialects), response formats, tool-call arguments, template kwargs, content parts."""
+    schema = _raw('{"type":"object","properties":{"a":' * d + '{"type":"string"}' + "}}" * d)
+    value = _raw('{"a":' * d + '"x"' + "}" * d)
+    chat = [{"role": "user", "content": "hi"}]
+    call = [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "1", "type": "function", "function": {"name": "f", "arguments": '{"a":' * d + "1" + "}" * d}}]},
+        {"role": "tool", "tool_call_id": "1", "content": "ok"}]
+    return [
+        ("/v1/chat/completions", {"messages": chat, "max_tokens": 2, "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}),
+        ("/v1/messages", {"model": "m", "messages": chat, "max_tokens": 2, "tools": [{"name": "f", "input_schema": schema}]}),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": 2, "tools": [{"type": "function", "name": "f", "parameters": schema}]}),
+        ("/v1/chat/completions", {"messages": chat, "max_tokens": 2, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}}),
+        ("/v1/chat/completions", {"messages": chat + call, "max_tokens": 2}),
+        ("/v1/chat/completions", {"messages": chat, "max_tokens": 2, "chat_template_kwargs": {"x": value}}),
+        ("/v1/chat/completions", {"messages": [{"role": "user", "content": _raw("[" * d + '"x"' + "]" * d)}], "max_tokens": 2}),
+        ("/v1/responses", {"input": "hi", "max_output_tokens": 2, "metadata": {"a": value}}),
+        ("/apply-template", {"messages": chat + call}),
+    ]
+
+
+@pytest.mark.parametrize("depth", [50, 200, 900, 5000])
+def test_deep_client_data_in_every_walker_is_answered(client, depth):
+    import msgspec
+
+    for route, body in _deep_cases(depth):
+        t0 = time.monotonic()
+        r = client.post(route, content=msgspec.json.encode(body), headers={"content-type": "application/json"})
+        assert r.status_code in (200, 400), (route, depth, r.status_code, r.text[:300])
+        assert time.monotonic() - t0 < 20, (route, depth)
