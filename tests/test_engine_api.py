@@ -226,3 +226,11 @@ def test_n_indent_and_t_max_predict_ms(engine):
     t = engine.generate(prompt, max_tokens=40, temperature=0.0, ignore_eos=True, t_max_predict_ms=1)
     first_nl = next(i for i in range(len(full.tokens)) if "\n" in engine.detokenize(full.tokens[: i + 1]))
     assert t.tokens == full.tokens[: first_nl + 1] and t.stop_reason == "limit"
+
+
+def test_generation_defaults_are_what_a_bare_request_gets(engine):
+    d = llamars.generation_defaults()
+    assert d["max_tokens"] == 16 and d["temperature"] == 0.8 and d["top_k"] == 40 and d["stop"] == []
+    assert engine.request("hi").settings() == d
+    s = engine.request("hi", temperature=0.1, stop="x").settings()
+    assert s["temperature"] == pytest.approx(0.1) and s["stop"] == ["x"] and s["top_k"] == d["top_k"]

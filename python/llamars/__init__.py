@@ -1,7 +1,7 @@
 """llamars: fast local LLM inference (GGUF, quantized SIMD kernels) with a Rust core."""
 from ._core import GenerationRequest, __version__
 from .async_engine import AsyncEngine, AsyncStream
-from .engine import Engine
+from .engine import Engine, generation_defaults
 from .results import Chunk, GenerationResult, Stream, Timings
 from .errors import (
     CancelledError,
@@ -23,6 +23,7 @@ __all__ = [
     "__version__",
     "Engine",
     "GenerationRequest",
+    "generation_defaults",
     "AsyncEngine",
     "AsyncStream",
     "Stream",

@@ -45,6 +45,12 @@ def gpu_layers(n: Union[int, str, None]) -> int:
     return n
 
 
+
+def generation_defaults() -> Dict[str, Any]:
+    """Every generation field `Engine.stream` / `generate` take, with its default (defined
+    once, in the core)."""
+    return {name: default for name, _kind, _group, default, _help in _core.generation_fields()}
+
 class Engine:
     """A loaded GGUF model served by a batching loop on its own thread.
 
