@@ -62,6 +62,14 @@ impl Weight {
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
+    /// Rows `lo..hi` as a matrix of their own (a fused projection's parts); the same
+    /// bytes, so each output is the bits the whole matrix gives for that row.
+    pub fn rows(&self, lo: usize, hi: usize) -> Weight {
+        let (lo, hi) = (lo.min(self.n_out), hi.min(self.n_out).max(lo.min(self.n_out)));
+        let bytes = &self.bytes()[lo * self.row_bytes..hi * self.row_bytes];
+        Weight { n_out: hi - lo, ptr: bytes.as_ptr(), len: bytes.len(), ..*self }
+    }
+
     #[inline]
     pub fn row(&self, r: usize) -> &[u8] {
         &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes]

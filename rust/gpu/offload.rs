@@ -17,27 +17,23 @@ use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::kv_cache::{KvStore, LayerKv};
 use crate::model::orders::Masks;
+use crate::model::plan::{Buf, Step};
 use crate::model::{Activation, Config, Model};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-struct GLayer {
-    attn_norm: wgpu::Buffer,
-    wq: GpuWeight,
-    wk: GpuWeight,
-    wv: GpuWeight,
-    bias: [Option<wgpu::Buffer>; 3],
-    q_norm: Option<wgpu::Buffer>,
-    k_norm: Option<wgpu::Buffer>,
-    wo: GpuWeight,
-    post_attn_norm: Option<wgpu::Buffer>,
-    ffn_norm: wgpu::Buffer,
-    gate: GpuWeight,
-    up: GpuWeight,
-    down: GpuWeight,
-    post_ffn_norm: Option<wgpu::Buffer>,
+/// What the device holds for one step of a layer (`model::plan`): the weight rows of a
+/// matrix product, the vector of a norm or bias, or nothing.
+enum Dev {
+    None,
+    W(GpuWeight),
+    V(wgpu::Buffer),
 }
 
+/// A layer on the device: one entry per step of `Model::layer_steps`, in step order.
+struct GLayer {
+    devs: Vec<Dev>,
+}
 /// The part of a model held by the device.
 pub struct Offload {
     pub gpu: Arc<Gpu>,
@@ -64,10 +60,6 @@ fn up_vec(gpu: &Gpu, name: &str, v: &[f32]) -> Result<wgpu::Buffer> {
     gpu.upload(name, f32_bytes(v))
 }
 
-fn up_opt(gpu: &Gpu, name: &str, v: &Option<Vec<f32>>) -> Result<Option<wgpu::Buffer>> {
-    v.as_ref().map(|v| up_vec(gpu, name, v)).transpose()
-}
-
 fn up_w(gpu: &Gpu, name: &str, w: &Weight, r_lo: usize, r_hi: usize) -> Result<GpuWeight> {
     GpuWeight::upload(gpu, name, w.ty, w.n_in, w.bytes(), r_lo, r_hi)
 }
@@ -92,37 +84,17 @@ impl Offload {
             return Err(Error::NotSupported(format!("GPU attention needs an even head size of at most 512 (this model: {})", c.head_dim)));
         }
         let g = &*gpu;
-        let (qd, kd, vd) = (c.n_head * c.head_dim, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim);
         let mut layers = Vec::new();
         for il in first..n_layer {
-            let l = &m.layers[il];
-            let n = |s: &str| format!("blk.{il}.{s}");
-            let (wq, wk, wv) = match (&l.wqkv, &l.wq, &l.wk, &l.wv) {
-                (Some(f), _, _, _) => (up_w(g, &n("attn_q"), f, 0, qd)?, up_w(g, &n("attn_k"), f, qd, qd + kd)?, up_w(g, &n("attn_v"), f, qd + kd, qd + kd + vd)?),
-                (None, Some(q), Some(k), Some(v)) => (up_w(g, &n("attn_q"), q, 0, qd)?, up_w(g, &n("attn_k"), k, 0, kd)?, up_w(g, &n("attn_v"), v, 0, vd)?),
-                _ => return Err(Error::Gpu(format!("blk.{il}: no attention projections"))),
-            };
-            let f = c.n_ff;
-            let (gate, up) = match &l.gate {
-                Some(gw) => (up_w(g, &n("ffn_gate"), gw, 0, f)?, up_w(g, &n("ffn_up"), &l.up, 0, f)?),
-                None => (up_w(g, &n("ffn_gate"), &l.up, 0, f)?, up_w(g, &n("ffn_up"), &l.up, f, 2 * f)?),
-            };
-            layers.push(GLayer {
-                attn_norm: up_vec(g, &n("attn_norm"), &l.attn_norm)?,
-                wq,
-                wk,
-                wv,
-                bias: [up_opt(g, &n("bq"), &l.bq)?, up_opt(g, &n("bk"), &l.bk)?, up_opt(g, &n("bv"), &l.bv)?],
-                q_norm: up_opt(g, &n("attn_q_norm"), &l.q_norm)?,
-                k_norm: up_opt(g, &n("attn_k_norm"), &l.k_norm)?,
-                wo: up_w(g, &n("attn_output"), &l.wo, 0, l.wo.n_out)?,
-                post_attn_norm: up_opt(g, &n("post_attention_norm"), &l.post_attn_norm)?,
-                ffn_norm: up_vec(g, &n("ffn_norm"), &l.ffn_norm)?,
-                gate,
-                up,
-                down: up_w(g, &n("ffn_down"), &l.down, 0, l.down.n_out)?,
-                post_ffn_norm: up_opt(g, &n("post_ffw_norm"), &l.post_ffn_norm)?,
-            });
+            let mut devs = Vec::new();
+            for step in m.layer_steps(il) {
+                devs.push(match step {
+                    Step::MatMul { w, lo, hi, name, .. } => Dev::W(up_w(g, &format!("blk.{il}.{name}"), w, lo, hi)?),
+                    Step::Norm { w, name, .. } | Step::AddBias { b: w, name, .. } => Dev::V(up_vec(g, &format!("blk.{il}.{name}"), w)?),
+                    _ => Dev::None,
+                });
+            }
+            layers.push(GLayer { devs });
             progress(il + 1 - first, n_offloaded);
         }
         let output = up_w(g, "output", &m.output, 0, m.output.n_out)?;
@@ -130,7 +102,7 @@ impl Offload {
         progress(n_offloaded, n_offloaded);
         let tied = std::ptr::eq(m.output.bytes().as_ptr(), m.tok_embd.bytes().as_ptr());
         let weight_bytes = output.bytes()
-            + layers.iter().map(|l| [&l.wq, &l.wk, &l.wv, &l.wo, &l.gate, &l.up, &l.down].iter().map(|w| w.bytes()).sum::<usize>()).sum::<usize>();
+            + layers.iter().flat_map(|l| &l.devs).map(|d| if let Dev::W(w) = d { w.bytes() } else { 0 }).sum::<usize>();
         Ok(Offload { gpu, first, n_offloaded, weight_bytes, layers, out_norm, output, embed_on_device: tied && first == 0, id: next_id() })
     }
 
@@ -313,13 +285,13 @@ impl Acts {
 }
 
 impl Offload {
-    fn build_plan(&self, c: &Config, a: &Acts, kvd: &KvDevice, kv: &KvStore) -> Result<Plan> {
+    fn build_plan(&self, m: &Model, a: &Acts, kvd: &KvDevice, kv: &KvStore) -> Result<Plan> {
+        let c = &m.config;
         let g = &*self.gpu;
         let b = &a.bufs;
         let s = &a.step;
         let (e, hd, vhd) = (c.n_embd, c.head_dim, c.v_head_dim);
-        let (qd, kd, vd) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vhd);
-        let ad = c.n_head * vhd;
+        let (kd, vd) = (c.n_head_kv * hd, c.n_head_kv * vhd);
         let half = c.n_rot / 2;
         let dummy = &b[DUMMY];
         // integer dots against quantized activations where the type has them (the CPU
@@ -343,67 +315,69 @@ impl Offload {
             embed_ops = embed::ops(g, &self.output, &b[TOK], &b[X], c.embd_scale, s)?;
         }
         let mut ops = Vec::new();
-        for (j, l) in self.layers.iter().enumerate() {
+        let slot = |b: Buf| match b {
+            Buf::X => X,
+            Buf::H => H,
+            Buf::Q => Q,
+            Buf::K => K,
+            Buf::V => V,
+            Buf::Attn => ATTN,
+            Buf::O => O,
+            Buf::Gate => GATE,
+            Buf::Up => UP,
+        };
+        for (j, gl) in self.layers.iter().enumerate() {
             let il = self.first + j;
-            ops.push(op_norm(g, &b[H], Some(&b[X]), &l.attn_norm, dummy, e, 1, c.rms_eps, false, s)?);
-            mm(&l.wq, H, Q, false, &mut ops)?;
-            mm(&l.wk, H, K, false, &mut ops)?;
-            mm(&l.wv, H, V, false, &mut ops)?;
-            for (bias, dst, w) in [(&l.bias[0], Q, qd), (&l.bias[1], K, kd), (&l.bias[2], V, vd)] {
-                if let Some(bb) = bias {
-                    ops.push(op_ew(g, Ew::AddRow, &b[dst], bb, dummy, w, false, s)?);
+            let steps = m.layer_steps(il);
+            if steps.len() != gl.devs.len() {
+                return Err(Error::Gpu(format!("blk.{il}: the device copy does not match the layer's steps")));
+            }
+            for (step, dev) in steps.into_iter().zip(&gl.devs) {
+                match (step, dev) {
+                    (Step::Norm { src, dst, width, groups, .. }, Dev::V(w)) => {
+                        let from = if src == dst { None } else { Some(&b[slot(src)]) };
+                        ops.push(op_norm(g, &b[slot(dst)], from, w, dummy, width, groups, c.rms_eps, false, s)?);
+                    }
+                    (Step::MatMul { src, dst, .. }, Dev::W(w)) => mm(w, slot(src), slot(dst), false, &mut ops)?,
+                    (Step::AddBias { dst, b: bias, .. }, Dev::V(bb)) => ops.push(op_ew(g, Ew::AddRow, &b[slot(dst)], bb, dummy, bias.len(), false, s)?),
+                    (Step::Rope { swa }, _) => {
+                        let cs = if swa { &b[CS_SWA] } else { &b[CS_FULL] };
+                        ops.push(op_rope(g, &b[Q], cs, c.n_head, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
+                        ops.push(op_rope(g, &b[K], cs, c.n_head_kv, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
+                    }
+                    (Step::Scale { buf, s: k, width }, _) => ops.push(op_ew(g, Ew::Scale(k), &b[slot(buf)], dummy, dummy, width, false, s)?),
+                    (Step::Attention { swa }, _) => {
+                        let cap = kv.layers[il].cap;
+                        ops.push(kvstore::op_store(g, &kvd.k[j], &b[K], &b[TM], kd, cap, s)?);
+                        ops.push(kvstore::op_store(g, &kvd.v[j], &b[V], &b[TM], vd, cap, s)?);
+                        let desc = AttnDesc {
+                            n_head: c.n_head,
+                            n_head_kv: c.n_head_kv,
+                            head_dim: hd,
+                            v_head_dim: vhd,
+                            cap,
+                            ring: !kv.is_full(il),
+                            window: if swa { c.sliding_window } else { 0 },
+                            swa,
+                            scale: c.kq_scale,
+                            softcap: 0.0,
+                        };
+                        let ab = AttnBufs { q: &b[Q], k: &kvd.k[j], v: &kvd.v[j], scores: &b[SCORES], out: &b[ATTN], tm: &b[TM] };
+                        ops.extend(attention::ops(g, &desc, &ab, s)?);
+                    }
+                    (Step::Residual { src }, _) => ops.push(op_ew(g, Ew::Add, &b[X], &b[slot(src)], dummy, e, false, s)?),
+                    (Step::GatedAct(act), _) => {
+                        let act = match act {
+                            Activation::GeluTanh => Ew::Geglu,
+                            Activation::Silu => Ew::Swiglu,
+                        };
+                        ops.push(op_ew(g, act, &b[GATE], &b[UP], &b[GELU], c.n_ff, false, s)?);
+                    }
+                    (Step::Tap { .. }, _) => {}
+                    _ => return Err(Error::Gpu(format!("blk.{il}: a step without its device weights"))),
                 }
             }
-            if let Some(w) = &l.q_norm {
-                ops.push(op_norm(g, &b[Q], None, w, dummy, hd, c.n_head, c.rms_eps, false, s)?);
-            }
-            if let Some(w) = &l.k_norm {
-                ops.push(op_norm(g, &b[K], None, w, dummy, hd, c.n_head_kv, c.rms_eps, false, s)?);
-            }
-            let swa = c.is_swa(il);
-            let cs = if swa { &b[CS_SWA] } else { &b[CS_FULL] };
-            ops.push(op_rope(g, &b[Q], cs, c.n_head, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
-            ops.push(op_rope(g, &b[K], cs, c.n_head_kv, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
-            if c.q_scale != 1.0 {
-                ops.push(op_ew(g, Ew::Scale(c.q_scale), &b[Q], dummy, dummy, qd, false, s)?);
-            }
-            let cap = kv.layers[il].cap;
-            ops.push(kvstore::op_store(g, &kvd.k[j], &b[K], &b[TM], kd, cap, s)?);
-            ops.push(kvstore::op_store(g, &kvd.v[j], &b[V], &b[TM], vd, cap, s)?);
-            let desc = AttnDesc {
-                n_head: c.n_head,
-                n_head_kv: c.n_head_kv,
-                head_dim: hd,
-                v_head_dim: vhd,
-                cap,
-                ring: !kv.is_full(il),
-                window: if swa { c.sliding_window } else { 0 },
-                swa,
-                scale: c.kq_scale,
-                softcap: 0.0,
-            };
-            let ab = AttnBufs { q: &b[Q], k: &kvd.k[j], v: &kvd.v[j], scores: &b[SCORES], out: &b[ATTN], tm: &b[TM] };
-            ops.extend(attention::ops(g, &desc, &ab, s)?);
-            mm(&l.wo, ATTN, O, false, &mut ops)?;
-            if let Some(w) = &l.post_attn_norm {
-                ops.push(op_norm(g, &b[O], None, w, dummy, e, 1, c.rms_eps, false, s)?);
-            }
-            ops.push(op_ew(g, Ew::Add, &b[X], &b[O], dummy, e, false, s)?);
-            ops.push(op_norm(g, &b[H], Some(&b[X]), &l.ffn_norm, dummy, e, 1, c.rms_eps, false, s)?);
-            mm(&l.gate, H, GATE, false, &mut ops)?;
-            mm(&l.up, H, UP, false, &mut ops)?;
-            let act = match c.activation {
-                Activation::GeluTanh => Ew::Geglu,
-                Activation::Silu => Ew::Swiglu,
-            };
-            ops.push(op_ew(g, act, &b[GATE], &b[UP], &b[GELU], c.n_ff, false, s)?);
-            mm(&l.down, GATE, O, false, &mut ops)?;
-            if let Some(w) = &l.post_ffn_norm {
-                ops.push(op_norm(g, &b[O], None, w, dummy, e, 1, c.rms_eps, false, s)?);
-            }
-            ops.push(op_ew(g, Ew::Add, &b[X], &b[O], dummy, e, false, s)?);
         }
-        let _ = ad;
         let head = vec![
             op_ew(g, Ew::Gather, &b[H], &b[X], &b[SEL], e, true, s)?,
             op_norm(g, &b[H], None, &self.out_norm, dummy, e, 1, c.rms_eps, true, s)?,
@@ -467,7 +441,7 @@ impl Offload {
         }
         let Some(kvd) = kv.dev.as_ref() else { return Err(Error::Gpu("KV cache missing".into())) };
         if a.plan.as_ref().is_none_or(|(gen, kid, _)| *gen != a.gen || *kid != kvd.id) {
-            let plan = self.build_plan(c, a, kvd, kv)?;
+            let plan = self.build_plan(m, a, kvd, kv)?;
             a.plan = Some((a.gen, kvd.id, plan));
         }
         // per-step inputs

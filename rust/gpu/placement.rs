@@ -1,7 +1,6 @@
 //! Where layers go: the device memory an offload needs, `-ngl` as llama.cpp counts it
 //! (`auto` = as many as fit), and the check before anything is uploaded.
 use super::offload::Offload;
-use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::model::Model;
 
@@ -14,14 +13,11 @@ pub fn bytes_needed(m: &Model, n: usize, cfg: &super::GpuConfig) -> u64 {
         return 0;
     }
     let first = c.n_layer + 1 - n;
-    let w = |w: &Weight| w.bytes().len() as u64;
-    let mut bytes = w(&m.output) + 4 * c.n_embd as u64;
+    let mut bytes = m.output.bytes().len() as u64 + 4 * c.n_embd as u64;
     let caps = m.kv_caps(cfg.n_ctx.max(1), cfg.n_batch.max(1), false);
     let kv_row = 2 * (c.n_head_kv * (c.head_dim + c.v_head_dim)) as u64;
     for il in first..c.n_layer {
-        let l = &m.layers[il];
-        bytes += [&l.wq, &l.wk, &l.wv, &l.wqkv, &l.gate].iter().filter_map(|x| x.as_ref()).map(|x| w(x)).sum::<u64>();
-        bytes += w(&l.wo) + w(&l.up) + w(&l.down);
+        bytes += m.layer_weight_bytes(il);
         bytes += caps[il] as u64 * kv_row;
     }
     let nb = cfg.n_batch.max(1) as u64;

@@ -1,9 +1,11 @@
-//! Decoder-only transformer models built from GGUF: weights bound in place, a
-//! forward pass over a batch of tokens, KV cache in f16.
+//! Decoder-only transformer models built from GGUF: typed layers with their weights
+//! bound in place (this file), the steps a layer runs (`plan.rs`, walked by the CPU
+//! forward pass and by the GPU offload alike), KV cache in f16.
 pub mod config;
 mod forward;
 mod kv;
 pub mod orders;
+pub mod plan;
 mod probe;
 mod weights;
 
@@ -16,25 +18,39 @@ use crate::gguf::Gguf;
 use std::sync::Arc;
 use weights::Loader;
 
-pub struct Layer {
-    pub attn_norm: Vec<f32>,
-    /// Separate projections, or one fused QKV (Phi-3).
-    pub wq: Option<Weight>,
-    pub wk: Option<Weight>,
-    pub wv: Option<Weight>,
-    pub wqkv: Option<Weight>,
-    pub bq: Option<Vec<f32>>,
-    pub bk: Option<Vec<f32>>,
-    pub bv: Option<Vec<f32>>,
+/// The Q, K and V projections: three matrices, or one fused [q; k; v] matrix (Phi-3)
+/// that both backends read as three row ranges.
+pub enum Qkv {
+    Split { q: Weight, k: Weight, v: Weight },
+    Fused(Weight),
+}
+
+/// The self-attention block of a layer (causal, over the KV cache).
+pub struct Attention {
+    pub qkv: Qkv,
+    /// Biases added to q, k, v (Qwen 2).
+    pub bias: [Option<Vec<f32>>; 3],
+    /// Per-head RMS norms of q and k (Gemma 3, Qwen 3).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub wo: Weight,
+}
+
+/// The feed-forward block: act(gate·h) ⊙ (up·h), then down; gate and up as two
+/// matrices, or one fused [gate; up] matrix (Phi-3) read as two row ranges.
+pub enum Ffn {
+    Gated { gate: Weight, up: Weight, down: Weight },
+    GatedFused { gate_up: Weight, down: Weight },
+}
+
+/// One decoder layer: pre-norm attention and FFN blocks with residual adds, each with an
+/// optional post-norm of its output (Gemma 3). All norms are RMSNorm.
+pub struct Layer {
+    pub attn_norm: Vec<f32>,
+    pub attn: Attention,
     pub post_attn_norm: Option<Vec<f32>>,
     pub ffn_norm: Vec<f32>,
-    /// Separate gate/up, or up holding [gate; up] (Phi-3) when gate is None.
-    pub gate: Option<Weight>,
-    pub up: Weight,
-    pub down: Weight,
+    pub ffn: Ffn,
     pub post_ffn_norm: Option<Vec<f32>>,
 }
 
@@ -69,36 +85,28 @@ impl Model {
         for il in 0..c.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
             let b = |s: &str| format!("blk.{il}.{s}.bias");
-            let fused_qkv = ld.has(&n("attn_qkv"));
-            let (wq, wk, wv, wqkv) = if fused_qkv {
-                (None, None, None, Some(ld.matrix(&n("attn_qkv"), e, q_dim + kv_dim + v_dim)?))
+            let qkv = if ld.has(&n("attn_qkv")) {
+                Qkv::Fused(ld.matrix(&n("attn_qkv"), e, q_dim + kv_dim + v_dim)?)
             } else {
-                (
-                    Some(ld.matrix(&n("attn_q"), e, q_dim)?),
-                    Some(ld.matrix(&n("attn_k"), e, kv_dim)?),
-                    Some(ld.matrix(&n("attn_v"), e, v_dim)?),
-                    None,
-                )
+                Qkv::Split { q: ld.matrix(&n("attn_q"), e, q_dim)?, k: ld.matrix(&n("attn_k"), e, kv_dim)?, v: ld.matrix(&n("attn_v"), e, v_dim)? }
             };
-            let gate = ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)?;
-            let up = if gate.is_some() { ld.matrix(&n("ffn_up"), e, c.n_ff)? } else { ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)? };
+            let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
+            let ffn = match ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)? {
+                Some(gate) => Ffn::Gated { gate, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down },
+                None => Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down },
+            };
             layers.push(Layer {
                 attn_norm: ld.vector(&n("attn_norm"), e)?,
-                wq,
-                wk,
-                wv,
-                wqkv,
-                bq: ld.opt_vector(&b("attn_q"), q_dim)?,
-                bk: ld.opt_vector(&b("attn_k"), kv_dim)?,
-                bv: ld.opt_vector(&b("attn_v"), v_dim)?,
-                q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
-                k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
-                wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
+                attn: Attention {
+                    qkv,
+                    bias: [ld.opt_vector(&b("attn_q"), q_dim)?, ld.opt_vector(&b("attn_k"), kv_dim)?, ld.opt_vector(&b("attn_v"), v_dim)?],
+                    q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
+                    k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
+                    wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
+                },
                 post_attn_norm: ld.opt_vector(&n("post_attention_norm"), e)?,
                 ffn_norm: ld.vector(&n("ffn_norm"), e)?,
-                gate,
-                up,
-                down: ld.matrix(&n("ffn_down"), c.n_ff, e)?,
+                ffn,
                 post_ffn_norm: ld.opt_vector(&n("post_ffw_norm"), e)?,
             });
         }

@@ -1,0 +1,141 @@
+//! The steps of one layer, in the order every backend runs them: built once from the
+//! typed layer (`Layer`, `Qkv`, `Ffn`), walked by the CPU forward pass (`forward.rs`) and
+//! by the GPU offload (`gpu/offload.rs`, which also uploads the weights the steps name).
+//! What differs per backend is how a step runs, not which steps run.
+use super::{Activation, Ffn, Model, Qkv};
+use crate::cpu::Weight;
+
+/// The activation buffers steps read and write, one row per token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Buf {
+    /// The residual stream [n, n_embd].
+    X,
+    /// The normalised input of a block [n, n_embd].
+    H,
+    Q,
+    K,
+    V,
+    /// The attention output [n, n_head · v_head_dim].
+    Attn,
+    /// A block's output before the residual add [n, n_embd].
+    O,
+    Gate,
+    Up,
+}
+
+pub const N_BUFS: usize = 9;
+
+pub enum Step<'m> {
+    /// `dst = RMSNorm(src) · w` over each of `groups` pieces of `width` values per token
+    /// (`src == dst`: in place).
+    Norm { src: Buf, dst: Buf, w: &'m [f32], width: usize, groups: usize, name: &'static str },
+    /// `dst = W[lo..hi] · src`: rows `lo..hi` of `w` (all of it, or one part of a fused
+    /// projection).
+    MatMul { w: &'m Weight, lo: usize, hi: usize, src: Buf, dst: Buf, name: &'static str },
+    /// `dst += b` on every token's row.
+    AddBias { dst: Buf, b: &'m [f32], name: &'static str },
+    /// RoPE on Q and K at each token's position (the sliding-window base on SWA layers).
+    Rope { swa: bool },
+    /// `buf *= s` over `width` values per token.
+    Scale { buf: Buf, s: f32, width: usize },
+    /// Store K and V in the layer's cache, then `Attn = softmax(Q·Kᵀ·scale) · V` over it
+    /// (causal; a sliding window on SWA layers).
+    Attention { swa: bool },
+    /// `X += src`.
+    Residual { src: Buf },
+    /// `Gate = act(Gate) ⊙ Up`.
+    GatedAct(Activation),
+    /// An activation tap for op-by-op comparison with llama.cpp (`probe.rs`; the CPU's only).
+    Tap { buf: Buf, width: usize, name: &'static str },
+}
+
+impl Model {
+    /// The steps of layer `il`.
+    pub fn layer_steps(&self, il: usize) -> Vec<Step<'_>> {
+        use Buf::*;
+        let c = &self.config;
+        let l = &self.layers[il];
+        let (e, hd, f) = (c.n_embd, c.head_dim, c.n_ff);
+        let (qd, kd, vd) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * c.v_head_dim);
+        let ad = c.n_head * c.v_head_dim;
+        let swa = c.is_swa(il);
+        let mut s = Vec::with_capacity(40);
+        let tap = |buf, width, name| Step::Tap { buf, width, name };
+        s.push(Step::Norm { src: X, dst: H, w: &l.attn_norm, width: e, groups: 1, name: "attn_norm" });
+        s.push(tap(H, e, "attn_norm"));
+        let a = &l.attn;
+        let (wq, wk, wv, k0, v0) = match &a.qkv {
+            Qkv::Split { q, k, v } => (q, k, v, 0, 0),
+            Qkv::Fused(w) => (w, w, w, qd, qd + kd),
+        };
+        s.push(Step::MatMul { w: wq, lo: 0, hi: qd, src: H, dst: Q, name: "attn_q" });
+        s.push(Step::MatMul { w: wk, lo: k0, hi: k0 + kd, src: H, dst: K, name: "attn_k" });
+        s.push(Step::MatMul { w: wv, lo: v0, hi: v0 + vd, src: H, dst: V, name: "attn_v" });
+        s.extend([tap(Q, qd, "Qcur"), tap(K, kd, "Kcur"), tap(V, vd, "Vcur")]);
+        for (b, dst, name) in [(&a.bias[0], Q, "attn_q.bias"), (&a.bias[1], K, "attn_k.bias"), (&a.bias[2], V, "attn_v.bias")] {
+            if let Some(b) = b {
+                s.push(Step::AddBias { dst, b, name });
+            }
+        }
+        if let Some(w) = &a.q_norm {
+            s.push(Step::Norm { src: Q, dst: Q, w, width: hd, groups: c.n_head, name: "attn_q_norm" });
+        }
+        if let Some(w) = &a.k_norm {
+            s.push(Step::Norm { src: K, dst: K, w, width: hd, groups: c.n_head_kv, name: "attn_k_norm" });
+        }
+        s.extend([tap(Q, qd, "Qcur_normed"), tap(K, kd, "Kcur_normed")]);
+        s.push(Step::Rope { swa });
+        if c.q_scale != 1.0 {
+            s.push(Step::Scale { buf: Q, s: c.q_scale, width: qd });
+        }
+        s.extend([tap(Q, qd, "Qrope"), tap(K, kd, "Krope")]);
+        s.push(Step::Attention { swa });
+        s.push(tap(Attn, ad, "kqv_out"));
+        s.push(Step::MatMul { w: &a.wo, lo: 0, hi: a.wo.n_out, src: Attn, dst: O, name: "attn_output" });
+        s.push(tap(O, e, "attn_o"));
+        if let Some(w) = &l.post_attn_norm {
+            s.push(Step::Norm { src: O, dst: O, w, width: e, groups: 1, name: "post_attention_norm" });
+        }
+        s.push(tap(O, e, "attn_post_norm"));
+        s.push(Step::Residual { src: O });
+        s.push(tap(X, e, "sa_out"));
+
+        s.push(Step::Norm { src: X, dst: H, w: &l.ffn_norm, width: e, groups: 1, name: "ffn_norm" });
+        s.push(tap(H, e, "ffn_norm"));
+        let down = match &l.ffn {
+            Ffn::Gated { gate, up, down } => {
+                s.push(Step::MatMul { w: gate, lo: 0, hi: f, src: H, dst: Gate, name: "ffn_gate" });
+                s.push(Step::MatMul { w: up, lo: 0, hi: f, src: H, dst: Up, name: "ffn_up" });
+                down
+            }
+            Ffn::GatedFused { gate_up, down } => {
+                s.push(Step::MatMul { w: gate_up, lo: 0, hi: f, src: H, dst: Gate, name: "ffn_gate" });
+                s.push(Step::MatMul { w: gate_up, lo: f, hi: 2 * f, src: H, dst: Up, name: "ffn_up" });
+                down
+            }
+        };
+        s.extend([tap(Gate, f, "ffn_gate"), tap(Up, f, "ffn_up")]);
+        s.push(Step::GatedAct(c.activation));
+        s.push(tap(Gate, f, "ffn_geglu"));
+        s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Gate, dst: O, name: "ffn_down" });
+        s.push(tap(O, e, "ffn_out"));
+        if let Some(w) = &l.post_ffn_norm {
+            s.push(Step::Norm { src: O, dst: O, w, width: e, groups: 1, name: "post_ffw_norm" });
+        }
+        s.push(tap(O, e, "ffn_post_norm"));
+        s.push(Step::Residual { src: O });
+        s.push(tap(X, e, "l_out"));
+        s
+    }
+
+    /// Bytes of the matrices layer `il`'s steps read (what an offload uploads for it).
+    pub fn layer_weight_bytes(&self, il: usize) -> u64 {
+        self.layer_steps(il)
+            .iter()
+            .map(|s| match s {
+                Step::MatMul { w, lo, hi, .. } => ((hi - lo) * w.row_bytes) as u64,
+                _ => 0,
+            })
+            .sum()
+    }
+}
