@@ -7,18 +7,31 @@
 //! |---|---|
 //! | `device.rs` | adapters, the opened device, limits, error scopes, upload/read-back |
 //! | `kernels/` | one `.wgsl` per kernel family with its Rust wrapper beside it |
-//! | `offload.rs` | weights on the device, the device half of a KV cache, one forward step |
+//! | `offload.rs` | the offloaded layers' weights, uploaded as their steps (`model::plan`) name them |
+//! | `kv_device.rs` | the device half of a KV cache |
+//! | `acts.rs` | a session's activation buffers (named `Slot`s) and its encoded plan |
+//! | `step.rs` | the plan built from the layers' steps, and one forward step run on it |
 //! | `placement.rs` | memory needed per layer count, `-ngl`/`auto`, the check before upload |
 #[cfg(feature = "wgpu")]
 pub mod device;
 #[cfg(feature = "wgpu")]
 pub mod kernels;
 #[cfg(feature = "wgpu")]
+mod acts;
+#[cfg(feature = "wgpu")]
+mod kv_device;
+#[cfg(feature = "wgpu")]
 mod offload;
 #[cfg(feature = "wgpu")]
 mod placement;
 #[cfg(feature = "wgpu")]
-pub use offload::{Acts, KvDevice, Offload};
+mod step;
+#[cfg(feature = "wgpu")]
+pub use acts::Acts;
+#[cfg(feature = "wgpu")]
+pub use kv_device::KvDevice;
+#[cfg(feature = "wgpu")]
+pub use offload::Offload;
 #[cfg(feature = "wgpu")]
 pub use placement::{attach, bytes_needed};
 #[cfg(all(test, feature = "wgpu"))]
