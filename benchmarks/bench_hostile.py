@@ -4,7 +4,9 @@ the behaviour; this measures it):
 - /health latency (median, p99, max over polls every 20 ms) while a body of SIZE MB is
   tokenized (`/tokenize`) and while a chat of N messages is rendered (`/apply-template`);
 - time from a client's disconnect to its slot being free, for a streamed completion, a
-  plain one, an `n_cmpl` fan-out and a chat completion (median of ROUNDS).
+  plain one, an `n_cmpl` fan-out and a chat completion (median of ROUNDS);
+- time from a client's disconnect to the server's CPU going idle, for a list of
+  embedding inputs (they run outside the slots, so the CPU is the observable).
 
     python benchmarks/bench_hostile.py [MODEL.gguf] [--mb 30] [--messages 100000] [--rounds 5]
 
@@ -62,6 +64,28 @@ def disconnect_to_free(url: str, port: int, path: str, body: dict) -> float:
     return (time.perf_counter() - t0) * 1e3
 
 
+def cpu_idle_after(sock, window: float = 0.1, idle_cpu: float = 0.01, limit: float = 60.0) -> float:
+    """Close `sock`, then ms until this process (the server runs in it) uses less than
+    `idle_cpu` CPU seconds in a `window`."""
+    t0 = time.perf_counter()
+    sock.close()
+    while time.perf_counter() - t0 < limit:
+        c0 = time.process_time()
+        time.sleep(window)
+        if time.process_time() - c0 < idle_cpu:
+            return (time.perf_counter() - t0 - window) * 1e3
+    return float("inf")
+
+
+def embeddings_disconnect_to_idle(port: int, n_inputs: int = 64) -> float:
+    payload = json.dumps({"content": ["lorem ipsum dolor sit amet " * 60] * n_inputs}).encode()
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"POST /embedding HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    time.sleep(1.0)  # computing
+    return cpu_idle_after(s)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", nargs="?")
@@ -74,7 +98,7 @@ def main() -> None:
     from llamars.server.app import create_app
 
     model = a.model or str(default_model())
-    srv = LiveServer(create_app(ServerConfig(model=model, n_ctx=4096, n_parallel=2))).start()
+    srv = LiveServer(create_app(ServerConfig(model=model, n_ctx=4096, n_parallel=2, embedding=True))).start()
     out: dict = {"model": os.path.basename(model)}
     try:
         text = "lorem ipsum dolor sit amet " * int(a.mb * 1e6 / 27)
@@ -104,9 +128,12 @@ def main() -> None:
             "chat": ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 100_000, "ignore_eos": True}),
         }
         rounds: dict = {k: [] for k in cases}
+        idle = []
         for _ in range(a.rounds):  # interleaved
             for k, (path, body) in cases.items():
                 rounds[k].append(disconnect_to_free(srv.url, srv.port, path, body))
+            idle.append(embeddings_disconnect_to_idle(srv.port))
+        out["embeddings_64_inputs_disconnect_to_idle_cpu_ms"] = {"median": round(statistics.median(idle), 1), "max": round(max(idle), 1)}
         out["disconnect_to_free_slot_ms_median"] = {k: round(statistics.median(v), 1) for k, v in rounds.items()}
         out["disconnect_to_free_slot_ms_max"] = {k: round(max(v), 1) for k, v in rounds.items()}
     finally:

@@ -506,3 +506,24 @@ def test_deep_client_data_in_every_walker_is_answered(client, depth):
         r = client.post(route, content=msgspec.json.encode(body), headers={"content-type": "application/json"})
         assert r.status_code in (200, 400), (route, depth, r.status_code, r.text[:300])
         assert time.monotonic() - t0 < 20, (route, depth)
+
+
+def test_a_client_that_leaves_stops_its_embedding_inputs(server):
+    # 64 inputs of ~400 tokens take many seconds; after the disconnect the server's CPU
+    # (this process: the server runs in it) goes idle once the input being computed ends
+    payload = json.dumps({"content": ["lorem ipsum dolor sit amet " * 60] * 64}).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /embedding HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: "
+              + str(len(payload)).encode() + b"\r\n\r\n" + payload)
+    time.sleep(1.0)
+    c_busy = time.process_time()
+    time.sleep(0.5)
+    assert time.process_time() - c_busy > 0.3, "the embedding request was not computing"
+    t0 = time.monotonic()
+    s.close()
+    while True:
+        c0 = time.process_time()
+        time.sleep(0.2)
+        if time.process_time() - c0 < 0.05:
+            break
+        assert time.monotonic() - t0 < 5, "the embedding inputs went on after the client left"
