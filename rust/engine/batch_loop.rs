@@ -23,6 +23,9 @@ use std::sync::Arc;
 pub struct Loop {
     st: LoopState,
     waiting: VecDeque<Request>,
+    /// Commands taken from the queue and not yet handled (here, not on the stack, so a
+    /// loop that dies fails them as it fails everything else).
+    inbox: VecDeque<Cmd>,
     shared: Arc<Shared>,
     planner: Box<dyn Planner + Send>,
     /// Activations of the forward pass.
@@ -34,22 +37,23 @@ impl Loop {
     pub fn new(engine: Arc<Engine>, cfg: SchedConfig, n_ctx_slot: usize, shared: Arc<Shared>) -> Result<Loop> {
         let planner = Box::new(DecodeFirst { ubatch: cfg.n_ubatch });
         let st = LoopState::new(engine, cfg, n_ctx_slot)?;
-        Ok(Loop { st, waiting: VecDeque::new(), shared, planner, exec: State::default(), batch: Batch::default() })
+        Ok(Loop { st, waiting: VecDeque::new(), inbox: VecDeque::new(), shared, planner, exec: State::default(), batch: Batch::default() })
     }
 
     pub fn run(mut self) {
         loop {
             // drain and read the shutdown flag under one lock: the flag is set under it too,
             // so every command pushed before shutdown is seen here
-            let (cmds, stop): (Vec<Cmd>, bool) = {
+            let stop = {
                 let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
                 while q.is_empty() && !self.st.busy() && self.waiting.is_empty() && !self.shared.shutdown.load(Ordering::Acquire) {
                     q = self.shared.cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
-                (q.drain(..).collect(), self.shared.shutdown.load(Ordering::Acquire))
+                self.inbox.extend(q.drain(..));
+                self.shared.shutdown.load(Ordering::Acquire)
             };
             if stop {
-                for c in cmds {
+                for c in self.inbox.drain(..) {
                     c.fail(Error::Cancelled);
                 }
                 self.shutdown();
@@ -58,7 +62,7 @@ impl Loop {
             if self.shared.fault(|f| *f == Fault::KillLoop, true).is_some() {
                 panic!("injected: the engine loop dies");
             }
-            for cmd in cmds {
+            while let Some(cmd) = self.inbox.pop_front() {
                 self.command(cmd);
             }
             self.st.admit(&mut self.waiting);
@@ -158,7 +162,7 @@ impl Drop for Loop {
         let cmds: Vec<Cmd> = {
             let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
             self.shared.dead.store(true, Ordering::Release);
-            q.drain(..).collect()
+            self.inbox.drain(..).chain(q.drain(..)).collect()
         };
         let dead = || Error::Unavailable(DEAD.into());
         for c in cmds {
