@@ -1,6 +1,7 @@
 //! Quantization of f32 activations into the formats weights are dotted against.
 //! Matches ggml-cpu's x86 paths (AVX2): Q8_0 uses id = 127/amax and round-half-even.
 //! The scalar functions here are the reference; `activation_avx512.rs` vectorizes them.
+use super::blocks::*;
 use super::f16::{f32_to_bf16, f32_to_f16};
 use super::GgmlType;
 
@@ -87,7 +88,7 @@ pub fn q8_1(x: &[f32], out: &mut [u8]) {
 
 /// `block_q8_K { f32 d; i8 qs[256]; i16 bsums[16]; }` (quantize_row_q8_K_ref)
 pub fn q8_k(x: &[f32], out: &mut [u8]) {
-    for (xb, ob) in x.chunks_exact(256).zip(out.chunks_exact_mut(292)) {
+    for (xb, ob) in x.chunks_exact(256).zip(out.chunks_exact_mut(Q8_K_BYTES)) {
         let mut amax = 0f32;
         let mut max = 0f32;
         for &v in xb {

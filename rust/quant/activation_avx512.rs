@@ -10,6 +10,7 @@
 //!
 //! Soundness: the `unsafe fn`s need avx512f+bw(+vl); they are reached only through
 //! [`quantize_into`], which checks the CPU first.
+use super::blocks::*;
 use super::activation;
 use super::f16::f32_to_f16;
 use super::GgmlType;
@@ -28,7 +29,7 @@ pub(super) fn quantize_into(ty: GgmlType, x: &[f32], out: &mut [u8]) -> bool {
     let (bs, ts) = match ty {
         GgmlType::Q8_0 => (32, 34),
         GgmlType::Q8_1 => (32, 36),
-        GgmlType::Q8_K => (256, 292),
+        GgmlType::Q8_K => (QK_K, Q8_K_BYTES),
         _ => return false,
     };
     for (xb, ob) in x.chunks_exact(bs).zip(out.chunks_exact_mut(ts)) {
@@ -120,7 +121,7 @@ unsafe fn q8_k_block(x: *const f32, out: *mut u8) -> bool {
     }
     let amax = _mm512_reduce_max_ps(m);
     if amax == 0.0 {
-        core::ptr::write_bytes(out, 0, 292);
+        core::ptr::write_bytes(out, 0, Q8_K_BYTES);
         return true;
     }
     // the first element with |v| == amax (the scalar loop keeps the first strict maximum)

@@ -12,6 +12,7 @@
 //! Soundness: the `unsafe fn`s need avx2+fma+f16c. They are reachable only through [`dot`]
 //! and [`dot_rows`], which check the CPU first, and from `avx512.rs` (whose callers checked
 //! a superset).
+use super::blocks::*;
 use super::avx2_k::*;
 use super::avx2_q::*;
 use super::f16::f16_to_f32;
@@ -148,10 +149,10 @@ wrappers! {
     dot_f32 => f32_f32, 1, 4, 4;
     dot_f16 => f16_f16, 1, 2, 2;
     dot_bf16 => bf16_bf16, 1, 2, 2;
-    dot_q2_k => q2_k_q8_k, 256, 84, 292;
-    dot_q3_k => q3_k_q8_k, 256, 110, 292;
-    dot_q5_k => q5_k_q8_k, 256, 176, 292;
-    dot_iq4_xs => iq4_xs_q8_k, 256, 136, 292;
+    dot_q2_k => q2_k_q8_k, QK_K, Q2_K_BYTES, Q8_K_BYTES;
+    dot_q3_k => q3_k_q8_k, QK_K, Q3_K_BYTES, Q8_K_BYTES;
+    dot_q5_k => q5_k_q8_k, QK_K, Q5_K_BYTES, Q8_K_BYTES;
+    dot_iq4_xs => iq4_xs_q8_k, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
 }
 
 row_wrappers! {
@@ -161,8 +162,8 @@ row_wrappers! {
     dot_q5_1, rows_q5_1 => q5_1_q8_1, 32, 24, 36;
     dot_q8_0, rows_q8_0 => q8_0_q8_0, 32, 34, 34;
     dot_iq4_nl, rows_iq4_nl => iq4_nl_q8_0, 32, 18, 34;
-    dot_q4_k, rows_q4_k => q4_k_gemv, 256, 144, 292;
-    dot_q6_k, rows_q6_k => q6_k_vec, 256, 210, 292;
+    dot_q4_k, rows_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES;
+    dot_q6_k, rows_q6_k => q6_k_vec, QK_K, Q6_K_BYTES, Q8_K_BYTES;
 }
 
 // ---------------------------------------------------------------- helpers

@@ -5,6 +5,7 @@
 //! Q4_K and Q6_K (the hot types) are generic over `RW` weight rows × `C` activation rows.
 //! Callers (`avx2.rs` wrappers) guarantee avx2+fma+f16c and that `nb` blocks are readable
 //! from `w` and from every activation row.
+use super::blocks::*;
 use super::avx2::{
     bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, q4_k_gemm_step, k4_mins_dot, k4_scales_mins, load128, load256,
     q3_k_scales, rd_f32, scale_pair, shr2s,
@@ -21,7 +22,7 @@ pub(super) unsafe fn q2_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let m4 = _mm_set1_epi8(0x0f);
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
-        let (wb, ab) = (w.add(84 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(Q2_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let dy = rd_f32(ab);
         let (dw, mw) = fp16x2(wb.add(80), wb.add(82));
         let (d, dmin) = (dy * dw, -dy * mw);
@@ -53,7 +54,7 @@ pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let zero = _mm256_setzero_si256();
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
-        let (wb, ab) = (w.add(110 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(Q3_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let d = rd_f32(ab) * fp16(wb.add(108));
         let scales = q3_k_scales(wb.add(96));
         let hbits = load256(wb);
@@ -100,7 +101,7 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
             let mut mins_v = [_mm_setzero_si128(); C];
             if BATCH {
                 for t in 0..C {
-                    mins_v[t] = k4_mins_dot(sm, a[t].add(292 * i + 260));
+                    mins_v[t] = k4_mins_dot(sm, a[t].add(Q8_K_BYTES * i + Q8_K_BSUMS));
                 }
             }
             for j in 0..4 {
@@ -109,7 +110,7 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
                 let q4h = _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4);
                 let (sl, sh) = (bcast_i16(scales, 2 * j), bcast_i16(scales, 2 * j + 1));
                 for t in 0..C {
-                    let y = a[t].add(292 * i + 4 + 64 * j);
+                    let y = a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * j);
                     let pl = _mm256_madd_epi16(sl, _mm256_maddubs_epi16(q4l, load256(y)));
                     let ph = _mm256_madd_epi16(sh, _mm256_maddubs_epi16(q4h, load256(y.add(32))));
                     sumi[t] = _mm256_add_epi32(sumi[t], _mm256_add_epi32(pl, ph));
@@ -117,7 +118,7 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
                 if BATCH {
                     // gemm: each 64-element group into the chains
                     for t in 0..C {
-                        let dy = rd_f32(a[t].add(292 * i));
+                        let dy = rd_f32(a[t].add(Q8_K_BYTES * i));
                         let (c, m) = (&mut acc[r][t], &mut acc_m[r][t]);
                         q4_k_gemm_step(c, m, hsum_i32x8(sumi[t]), mins_v[t], j, dw * dy, mw * dy);
                         sumi[t] = _mm256_setzero_si256();
@@ -128,7 +129,7 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
                 continue;
             }
             for t in 0..C {
-                let ab = a[t].add(292 * i);
+                let ab = a[t].add(Q8_K_BYTES * i);
                 let dy = rd_f32(ab);
                 let mins = hsum_i32x4(k4_mins_dot(sm, ab.add(260)));
                 acc_m[r][t] = (mins as f32).mul_add(mw * dy, acc_m[r][t]);
@@ -153,7 +154,7 @@ pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     let mut acc_m = _mm_setzero_ps();
     for i in 0..nb {
-        let (wb, ab) = (w.add(176 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(Q5_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let dy = rd_f32(ab);
         let (dw, mw) = fp16x2(wb, wb.add(2));
         let (d, dmin) = (dy * dw, -dy * mw);
@@ -206,7 +207,7 @@ pub(super) unsafe fn q6_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
             let sc16 = _mm256_cvtepi8_epi16(scales);
             let mut sumi = [_mm256_setzero_si256(); C];
             for t in 0..C {
-                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(292 * i + 260)));
+                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(Q8_K_BYTES * i + Q8_K_BSUMS)));
                 sumi[t] = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
             }
             for c in 0..2 {
@@ -231,13 +232,13 @@ pub(super) unsafe fn q6_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
                 for (k, &qk) in q.iter().enumerate() {
                     let s = scale_pair(scales, 8 * c + 2 * k);
                     for t in 0..C {
-                        let p = _mm256_maddubs_epi16(qk, load256(a[t].add(292 * i + 4 + 128 * c + 32 * k)));
+                        let p = _mm256_maddubs_epi16(qk, load256(a[t].add(Q8_K_BYTES * i + Q8_K_QS + 128 * c + 32 * k)));
                         sumi[t] = _mm256_add_epi32(sumi[t], _mm256_madd_epi16(s, p));
                     }
                 }
             }
             for t in 0..C {
-                let dy = rd_f32(a[t].add(292 * i));
+                let dy = rd_f32(a[t].add(Q8_K_BYTES * i));
                 if BATCH {
                     tot[r][t] = (hsum_i32x8(sumi[t]) as f32 * dw).mul_add(dy, tot[r][t]);
                 } else {
@@ -260,7 +261,7 @@ pub(super) unsafe fn q6_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
 pub(super) unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
     for i in 0..nb {
-        let (wb, ab) = (w.add(136 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(IQ4_XS_BYTES * i), a.add(Q8_K_BYTES * i));
         let d = rd_f32(ab) * fp16(wb);
         let sh = read_unaligned(wb.add(2) as *const u16) as i32;
         let mut sumi = _mm256_setzero_si256();

@@ -10,6 +10,7 @@
 //! the function it ends up in, and its intrinsics then stay out-of-line calls (10x slower).
 //! Callers (the `#[target_feature]` entry points) guarantee the CPU features and that `nb`
 //! blocks are readable from `w` and from every `a[r]`.
+use super::blocks::*;
 use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, iq4_values, load256, mul_us8, nibbles32};
 use core::arch::x86_64::*;
 
@@ -111,7 +112,7 @@ impl Block32 for BQ8_0 {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(34 * i);
+        let wb = w.add(Q8_0_BYTES * i);
         (load256(wb.add(2)), fp16(wb), 0.0)
     }
 }
@@ -124,7 +125,7 @@ impl Block32 for BQ4_0 {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(18 * i);
+        let wb = w.add(Q4_0_BYTES * i);
         (_mm256_sub_epi8(nibbles32(wb.add(2)), _mm256_set1_epi8(8)), fp16(wb), 0.0)
     }
 }
@@ -137,7 +138,7 @@ impl Block32 for BQ4_1 {
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(20 * i);
+        let wb = w.add(Q4_1_BYTES * i);
         let (d, m) = fp16x2(wb, wb.add(2));
         (nibbles32(wb.add(4)), d, m)
     }
@@ -152,7 +153,7 @@ impl Block32 for BQ5_0 {
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(22 * i);
+        let wb = w.add(Q5_0_BYTES * i);
         let hi = _mm256_andnot_si256(bits32(wb.add(2)), _mm256_set1_epi8(0xF0u8 as i8));
         (_mm256_or_si256(nibbles32(wb.add(6)), hi), fp16(wb), 0.0)
     }
@@ -166,7 +167,7 @@ impl Block32 for BQ5_1 {
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(24 * i);
+        let wb = w.add(Q5_1_BYTES * i);
         let (d, m) = fp16x2(wb, wb.add(2));
         let hi = _mm256_and_si256(bits32(wb.add(4)), _mm256_set1_epi8(0x10));
         (_mm256_or_si256(nibbles32(wb.add(8)), hi), d, m)
@@ -182,7 +183,7 @@ impl Block32 for BIQ4_NL {
     const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
-        let wb = w.add(18 * i);
+        let wb = w.add(IQ4_NL_BYTES * i);
         (iq4_values(wb.add(2)), fp16(wb), 0.0)
     }
 }

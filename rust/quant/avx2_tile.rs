@@ -7,6 +7,7 @@
 //! two accumulators per (row, token)). Measured: 1.5x the `DotFn` per dot for Q5_0 / Q8_0 at
 //! 64 tokens, where 2 rows × 2 tokens gave 1.1x (the `sign` per (row, token) and the
 //! per-block f16 scales dominate; reusing activations across rows saves little).
+use super::blocks::*;
 use super::avx2_k::{q4_k_gemm, q4_k_gemv, q6_k_tiled, q6_k_vec};
 use super::avx2_q::{iq4_nl_q8_0, q4_0_q8_0, q4_1_q8_1, q5_0_q8_0, q5_1_q8_1, q8_0_q8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
@@ -77,8 +78,8 @@ tiles! {
     TIQ4_NL, run_iq4_nl => iq4_nl_q8_0, 32, 18, 34, [1, 4, 4];
     TQ4_1, run_q4_1 => q4_1_q8_1, 32, 20, 36, [1, 4, 4];
     TQ5_1, run_q5_1 => q5_1_q8_1, 32, 24, 36, [1, 4, 4];
-    TQ4_K, run_q4_k => q4_k_gemv, 256, 144, 292, [1, 4, 4];
-    TQ4_K_GEMM, run_q4_k_gemm => q4_k_gemm, 256, 144, 292, [1, 4, 4];
-    TQ6_K, run_q6_k => q6_k_vec, 256, 210, 292, [1, 4, 4];
-    TQ6_K_TILED, run_q6_k_tiled => q6_k_tiled, 256, 210, 292, [1, 4, 4];
+    TQ4_K, run_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 4];
+    TQ4_K_GEMM, run_q4_k_gemm => q4_k_gemm, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 4];
+    TQ6_K, run_q6_k => q6_k_vec, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 4];
+    TQ6_K_TILED, run_q6_k_tiled => q6_k_tiled, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 4];
 }

@@ -14,6 +14,7 @@
 //!
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
+use super::blocks::*;
 use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
@@ -136,8 +137,8 @@ row_wrappers! {
     dot_q4_1_vnni, rows_q4_1_vnni => k_q4_1_vnni, 32, 20, 36;
     dot_q5_1_vnni, rows_q5_1_vnni => k_q5_1_vnni, 32, 24, 36;
     dot_iq4_nl_vnni, rows_iq4_nl_vnni => k_iq4_nl_vnni, 32, 18, 34;
-    dot_q4_k, rows_q4_k => k_q4_k, 256, 144, 292;
-    dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, 256, 144, 292;
+    dot_q4_k, rows_q4_k => k_q4_k, QK_K, Q4_K_BYTES, Q8_K_BYTES;
+    dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, QK_K, Q4_K_BYTES, Q8_K_BYTES;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -220,12 +221,12 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             for j in 0..4 {
                 let (q4, s) = q4_k_group(wb, j, sc16);
                 for t in 0..C {
-                    let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(292 * i + 4 + 64 * j)));
+                    let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * j)));
                     sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
                 }
             }
             for t in 0..C {
-                let ab = a[t].add(292 * i);
+                let ab = a[t].add(Q8_K_BYTES * i);
                 let dy = rd_f32(ab);
                 let mins = hsum_i32x4(k4_mins_dot(sm, ab.add(260)));
                 acc_m[r][t] = (mins as f32).mul_add(mw * dy, acc_m[r][t]);
@@ -277,7 +278,7 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
         // d_a of each token, 8 per vector (0 past C)
         let mut dyf = [0f32; 8 * NC];
         for (t, d) in dyf.iter_mut().enumerate().take(C) {
-            *d = rd_f32(a[t].add(292 * i));
+            *d = rd_f32(a[t].add(Q8_K_BYTES * i));
         }
         let dy = [_mm256_loadu_ps(dyf.as_ptr()), _mm256_loadu_ps(dyf.as_ptr().add(8))];
         for r in 0..RW {
@@ -292,7 +293,7 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
                 // min terms: lane j per token → one vector per group j, lane t
                 let mut mv = [_mm_setzero_si128(); 8];
                 for (t, m) in mv.iter_mut().enumerate().take(n) {
-                    *m = k4_mins_dot(sm, a[t0 + t].add(292 * i + 260));
+                    *m = k4_mins_dot(sm, a[t0 + t].add(Q8_K_BYTES * i + Q8_K_BSUMS));
                 }
                 let mut z = [_mm256_setzero_si256(); 4];
                 for (k, v) in z.iter_mut().enumerate() {
@@ -305,7 +306,7 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
                     let (q4, s) = q4_k_group(wb, j, sc16);
                     let mut sumi = [_mm512_setzero_si512(); 8];
                     for (t, v) in sumi.iter_mut().enumerate().take(n) {
-                        let p16 = _mm512_maddubs_epi16(q4, load512(a[t0 + t].add(292 * i + 4 + 64 * j)));
+                        let p16 = _mm512_maddubs_epi16(q4, load512(a[t0 + t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * j)));
                         *v = wdot::<VNNI>(*v, p16, s);
                     }
                     let isum = _mm256_cvtepi32_ps(hsum_i32x16_lanes(&sumi[..n]));
@@ -361,7 +362,7 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             let sc16 = _mm256_cvtepi8_epi16(load128(wb.add(192)));
             let mut sumi = [_mm512_setzero_si512(); C];
             for t in 0..C {
-                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(292 * i + 260)));
+                let corr = _mm256_madd_epi16(sc16, load256(a[t].add(Q8_K_BYTES * i + Q8_K_BSUMS)));
                 let corr = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32::<5>(corr));
                 sumi[t] = _mm512_zextsi256_si512(corr);
             }
@@ -376,14 +377,14 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
                 let s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c) as i16)), sc16);
                 let s_hi = _mm512_permutexvar_epi16(_mm512_add_epi16(gidx, _mm512_set1_epi16((8 * c + 4) as i16)), sc16);
                 for t in 0..C {
-                    let y = a[t].add(292 * i + 4 + 128 * c);
+                    let y = a[t].add(Q8_K_BYTES * i + Q8_K_QS + 128 * c);
                     sumi[t] = wdot::<VNNI>(sumi[t], _mm512_maddubs_epi16(q_lo, load512(y)), s_lo);
                     sumi[t] = wdot::<VNNI>(sumi[t], _mm512_maddubs_epi16(q_hi, load512(y.add(64))), s_hi);
                 }
             }
             for t in 0..C {
                 // llama.cpp's tiled kernel: per superblock fma(f32(Σ) · d_w, d_a, total)
-                let dy = rd_f32(a[t].add(292 * i));
+                let dy = rd_f32(a[t].add(Q8_K_BYTES * i));
                 acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32 * dw).mul_add(dy, acc[r][t]);
             }
         }
@@ -410,7 +411,7 @@ macro_rules! k_tiles {
             const WTS: usize = $wts;
             const SELF_PREFETCH: bool = true;
             fn act_blocks(bytes: usize) -> usize {
-                bytes / 292
+                bytes / Q8_K_BYTES
             }
             #[inline(always)]
             unsafe fn run<const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {

@@ -16,6 +16,7 @@
 //!
 //! Soundness: every `unsafe fn` needs avx512f+bw+vl+vnni (+avx2, fma, f16c); they are reachable
 //! only through `kernel`, which checks the CPU first.
+use super::blocks::*;
 use super::avx2::{fp16, hsum_f32x8, load128, load256, nibbles32, rd_f32};
 use super::avx512::{has_avx512, has_vnni};
 use super::scalar_k::KVALUES_IQ4NL;
@@ -143,17 +144,17 @@ unsafe fn add_bit5(v: __m512i, bits: u64) -> __m512i {
 #[allow(non_camel_case_types)]
 struct ZQ8_0;
 impl BlockZ for ZQ8_0 {
-    const WTS: usize = 34;
+    const WTS: usize = Q8_0_BYTES;
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(34 * i), w.add(34 * i + 34));
+        let (b0, b1) = (w.add(Q8_0_BYTES * i), w.add(Q8_0_BYTES * i + Q8_0_BYTES));
         let v = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(load256(b0.add(2))), load256(b1.add(2)));
         (_mm512_xor_si512(v, _mm512_set1_epi8(0x80u8 as i8)), dvec(b0, b1), 0.0, 0.0)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(34 * i);
+        let b0 = w.add(Q8_0_BYTES * i);
         let v = _mm256_xor_si256(load256(b0.add(2)), _mm256_set1_epi8(0x80u8 as i8));
         (_mm512_zextsi256_si512(v), _mm512_set1_ps(fp16(b0)), 0.0)
     }
@@ -163,17 +164,17 @@ impl BlockZ for ZQ8_0 {
 #[allow(non_camel_case_types)]
 struct ZQ5_0;
 impl BlockZ for ZQ5_0 {
-    const WTS: usize = 22;
+    const WTS: usize = Q5_0_BYTES;
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(22 * i), w.add(22 * i + 22));
+        let (b0, b1) = (w.add(Q5_0_BYTES * i), w.add(Q5_0_BYTES * i + Q5_0_BYTES));
         let bits = rd_u32(b0.add(2)) as u64 | (rd_u32(b1.add(2)) as u64) << 32;
         (add_bit5(nib_pair(b0.add(6), b1.add(6)), bits), dvec(b0, b1), 0.0, 0.0)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(22 * i);
+        let b0 = w.add(Q5_0_BYTES * i);
         (add_bit5(nib_one(b0.add(6)), rd_u32(b0.add(2)) as u64), _mm512_set1_ps(fp16(b0)), 0.0)
     }
 }
@@ -182,16 +183,16 @@ impl BlockZ for ZQ5_0 {
 #[allow(non_camel_case_types)]
 struct ZQ4_0;
 impl BlockZ for ZQ4_0 {
-    const WTS: usize = 18;
+    const WTS: usize = Q4_0_BYTES;
     const MIN: bool = false;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(18 * i), w.add(18 * i + 18));
+        let (b0, b1) = (w.add(Q4_0_BYTES * i), w.add(Q4_0_BYTES * i + Q4_0_BYTES));
         (nib_pair(b0.add(2), b1.add(2)), dvec(b0, b1), 0.0, 0.0)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(18 * i);
+        let b0 = w.add(Q4_0_BYTES * i);
         (nib_one(b0.add(2)), _mm512_set1_ps(fp16(b0)), 0.0)
     }
 }
@@ -207,17 +208,17 @@ impl ZIQ4_NL {
     }
 }
 impl BlockZ for ZIQ4_NL {
-    const WTS: usize = 18;
+    const WTS: usize = IQ4_NL_BYTES;
     const MIN: bool = false;
     const PAIRED: bool = true;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(18 * i), w.add(18 * i + 18));
+        let (b0, b1) = (w.add(IQ4_NL_BYTES * i), w.add(IQ4_NL_BYTES * i + IQ4_NL_BYTES));
         (Self::lut(nib_pair(b0.add(2), b1.add(2))), dvec(b0, b1), 0.0, 0.0)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(18 * i);
+        let b0 = w.add(IQ4_NL_BYTES * i);
         // lanes 8..16 become lut[0]; the tail step masks them out
         (Self::lut(nib_one(b0.add(2))), _mm512_set1_ps(fp16(b0)), 0.0)
     }
@@ -227,17 +228,17 @@ impl BlockZ for ZIQ4_NL {
 #[allow(non_camel_case_types)]
 struct ZQ4_1;
 impl BlockZ for ZQ4_1 {
-    const WTS: usize = 20;
+    const WTS: usize = Q4_1_BYTES;
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(20 * i), w.add(20 * i + 20));
+        let (b0, b1) = (w.add(Q4_1_BYTES * i), w.add(Q4_1_BYTES * i + Q4_1_BYTES));
         let (d, m0, m1) = dmvec(b0, b1);
         (nib_pair(b0.add(4), b1.add(4)), d, m0, m1)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(20 * i);
+        let b0 = w.add(Q4_1_BYTES * i);
         (nib_one(b0.add(4)), _mm512_set1_ps(fp16(b0)), fp16(b0.add(2)))
     }
 }
@@ -246,18 +247,18 @@ impl BlockZ for ZQ4_1 {
 #[allow(non_camel_case_types)]
 struct ZQ5_1;
 impl BlockZ for ZQ5_1 {
-    const WTS: usize = 24;
+    const WTS: usize = Q5_1_BYTES;
     const MIN: bool = true;
     #[inline(always)]
     unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
-        let (b0, b1) = (w.add(24 * i), w.add(24 * i + 24));
+        let (b0, b1) = (w.add(Q5_1_BYTES * i), w.add(Q5_1_BYTES * i + Q5_1_BYTES));
         let (d, m0, m1) = dmvec(b0, b1);
         let bits = rd_u32(b0.add(4)) as u64 | (rd_u32(b1.add(4)) as u64) << 32;
         (add_bit5(nib_pair(b0.add(8), b1.add(8)), bits), d, m0, m1)
     }
     #[inline(always)]
     unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
-        let b0 = w.add(24 * i);
+        let b0 = w.add(Q5_1_BYTES * i);
         (add_bit5(nib_one(b0.add(8)), rd_u32(b0.add(4)) as u64), _mm512_set1_ps(fp16(b0)), fp16(b0.add(2)))
     }
 }

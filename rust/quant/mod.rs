@@ -53,6 +53,7 @@ mod avx2_tile;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_tile;
+pub mod blocks;
 pub mod dispatch;
 pub mod f16;
 #[cfg(target_arch = "aarch64")]

@@ -6,6 +6,7 @@
 //!
 //! Soundness: NEON is part of the aarch64 baseline (the target enables it), so the only
 //! obligations of the `unsafe` code are the pointer bounds, which the wrappers establish.
+use super::blocks::*;
 use super::f16::f16_to_f32;
 use super::{DotFn, GgmlType};
 use core::arch::aarch64::*;
@@ -42,8 +43,8 @@ macro_rules! wrappers {
 wrappers! {
     dot_q8_0 => q8_0_q8_0, 32, 34, 34;
     dot_q5_0 => q5_0_q8_0, 32, 22, 34;
-    dot_q4_k => q4_k_q8_k, 256, 144, 292;
-    dot_q6_k => q6_k_q8_k, 256, 210, 292;
+    dot_q4_k => q4_k_q8_k, QK_K, Q4_K_BYTES, Q8_K_BYTES;
+    dot_q6_k => q6_k_q8_k, QK_K, Q6_K_BYTES, Q8_K_BYTES;
 }
 
 // ---------------------------------------------------------------- helpers (callers: pointers valid)
@@ -77,7 +78,7 @@ unsafe fn q8_0_q8_0(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc0 = vdupq_n_f32(0.0);
     let mut acc1 = vdupq_n_f32(0.0);
     let block = |i: usize| -> (f32, int32x4_t) {
-        let (wb, ab) = (w.add(34 * i), a.add(34 * i));
+        let (wb, ab) = (w.add(Q8_0_BYTES * i), a.add(34 * i));
         let p = vaddq_s32(dot_s8(ld_s8(wb.add(2)), ld_s8(ab.add(2))), dot_s8(ld_s8(wb.add(18)), ld_s8(ab.add(18))));
         (fp16(wb) * fp16(ab), p)
     };
@@ -114,7 +115,7 @@ unsafe fn q5_0_q8_0(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let s16 = vdupq_n_s8(16);
     let mut acc = vdupq_n_f32(0.0);
     for i in 0..nb {
-        let (wb, ab) = (w.add(22 * i), a.add(34 * i));
+        let (wb, ab) = (w.add(Q5_0_BYTES * i), a.add(34 * i));
         let qh = read_unaligned(wb.add(2) as *const u32).to_le_bytes();
         let qs = vld1q_u8(wb.add(6));
         let lo = vorrq_u8(vandq_u8(qs, m4), high_bits(qh[0], qh[1], mask));
@@ -134,7 +135,7 @@ unsafe fn q4_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let m4 = vdupq_n_u8(0x0f);
     let mut sum = 0f32;
     for i in 0..nb {
-        let (wb, ab) = (w.add(144 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(Q4_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let dy = rd_f32(ab);
         let d = dy * fp16(wb);
         let dmin = dy * fp16(wb.add(2));
@@ -175,7 +176,7 @@ unsafe fn q6_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let s32 = vdupq_n_s8(32);
     let mut sum = 0f32;
     for i in 0..nb {
-        let (wb, ab) = (w.add(210 * i), a.add(292 * i));
+        let (wb, ab) = (w.add(Q6_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let d = rd_f32(ab) * fp16(wb.add(208));
         let sc = wb.add(192) as *const i8;
         let mut sumi = vdupq_n_s32(0);

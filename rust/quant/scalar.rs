@@ -2,6 +2,7 @@
 //! These are the oracles every SIMD kernel is tested against. Layouts follow
 //! ggml-common.h; the math follows ggml-quants.c (dequantize_row_*) and
 //! ggml-cpu/quants.c (ggml_vec_dot_*_generic).
+use super::blocks::*;
 use super::f16::{bf16_to_f32, f16_to_f32, read_f16};
 use super::{DotFn, GgmlType};
 
@@ -310,7 +311,7 @@ pub fn q8_k_bsum(a: &[u8], j: usize) -> i32 {
 /// whole integer min term, each into its own f32 FMA chain; the two chains subtracted at the end.
 pub fn dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let (mut acc, mut acc_m) = (0f32, 0f32);
-    for (wb, ab) in w.chunks_exact(144).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let dy = rd_f32(ab, 0);
         let (sc, m) = scale_min_k4(&wb[4..16]);
         let qs = &wb[16..144];
@@ -340,7 +341,7 @@ pub fn dot_q4_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// of scale groups 2m, 2m+1; `fma(d_a·d_w, lane, acc)` per superblock; [`hsum8`].
 pub fn dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut acc = [0f32; 8];
-    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let v = q6_k_values(wb);
         let sc = |g: usize| (wb[192 + g] as i8) as i32;
         let mut lanes = [0i32; 8];
@@ -363,7 +364,7 @@ pub fn dot_q6_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// the chains separately.
 pub fn dot_q4_k_q8_k_gemm(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let (mut acc, mut acc_m) = (0f32, 0f32);
-    for (wb, ab) in w.chunks_exact(144).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q4_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let dy = rd_f32(ab, 0);
         let (dd, dm) = (read_f16(wb, 0) * dy, read_f16(wb, 2) * dy);
         let (sc, m) = scale_min_k4(&wb[4..16]);
@@ -388,7 +389,7 @@ pub fn dot_q4_k_q8_k_gemm(n: usize, w: &[u8], a: &[u8]) -> f32 {
 /// or more tokens): per superblock `fma(f32(Σ) · d_w, d_a, total)`.
 pub fn dot_q6_k_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(210).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q6_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         sum = (q6_k_block_sum(wb, ab) as f32 * read_f16(wb, 208)).mul_add(rd_f32(ab, 0), sum);
     }
     sum

@@ -4,6 +4,7 @@
 //! Dots: ggml-cpu/quants.c `ggml_vec_dot_*_generic` — the integer part of every block is
 //! computed exactly; each block contributes `d_w * d_a * isum` (minus the min term), as
 //! the x86 kernels of ggml-cpu do.
+use super::blocks::*;
 use super::f16::read_f16;
 use super::scalar::{q8_k_bsum, rd_f32, scale_min_k4};
 use super::{DotFn, GgmlType};
@@ -70,7 +71,7 @@ fn deq_q2_k(b: &[u8], y: &mut [f32]) {
 
 pub fn dot_q2_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(84).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let dy = rd_f32(ab, 0);
         let dall = dy * read_f16(wb, 80);
         let dmin = dy * read_f16(wb, 82);
@@ -136,7 +137,7 @@ fn deq_q3_k(b: &[u8], y: &mut [f32]) {
 
 pub fn dot_q3_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(110).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let d = read_f16(wb, 108) * rd_f32(ab, 0);
         let sc = q3_k_scales(wb);
         let v = q3_k_values(wb);
@@ -189,7 +190,7 @@ fn deq_q5_k(b: &[u8], y: &mut [f32]) {
 
 pub fn dot_q5_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(176).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let dy = rd_f32(ab, 0);
         let d = read_f16(wb, 0) * dy;
         let dmin = read_f16(wb, 2) * dy;
@@ -267,7 +268,7 @@ fn deq_iq4_xs(b: &[u8], y: &mut [f32]) {
 
 pub fn dot_iq4_xs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(136).zip(a.chunks_exact(292)).take(n / 256) {
+    for (wb, ab) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let d = read_f16(wb, 0) * rd_f32(ab, 0);
         let sc = iq4_xs_scales(wb);
         let q8 = &ab[4..260];

@@ -1,5 +1,6 @@
 //! ggml tensor types: ids as stored in GGUF, block geometry, names.
 // Source of the ids and block sizes: ggml/include/ggml.h and ggml/src/ggml.c (type_traits).
+use super::blocks::*;
 
 #[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -116,32 +117,32 @@ impl GgmlType {
         }
     }
 
-    /// (elements per block, bytes per block)
+    /// (elements per block, bytes per block); the supported quantized types' from `blocks.rs`
     pub fn block(self) -> (usize, usize) {
         use GgmlType::*;
         match self {
             F32 => (1, 4),
             F16 | BF16 => (1, 2),
-            Q4_0 => (32, 18),
-            Q4_1 => (32, 20),
-            Q5_0 => (32, 22),
-            Q5_1 => (32, 24),
-            Q8_0 => (32, 34),
-            Q8_1 => (32, 36),
-            Q2_K => (256, 84),
-            Q3_K => (256, 110),
-            Q4_K => (256, 144),
-            Q5_K => (256, 176),
-            Q6_K => (256, 210),
-            Q8_K => (256, 292),
+            Q4_0 => (QK, Q4_0_BYTES),
+            Q4_1 => (QK, Q4_1_BYTES),
+            Q5_0 => (QK, Q5_0_BYTES),
+            Q5_1 => (QK, Q5_1_BYTES),
+            Q8_0 => (QK, Q8_0_BYTES),
+            Q8_1 => (QK, Q8_1_BYTES),
+            Q2_K => (QK_K, Q2_K_BYTES),
+            Q3_K => (QK_K, Q3_K_BYTES),
+            Q4_K => (QK_K, Q4_K_BYTES),
+            Q5_K => (QK_K, Q5_K_BYTES),
+            Q6_K => (QK_K, Q6_K_BYTES),
+            Q8_K => (QK_K, Q8_K_BYTES),
             IQ2_XXS => (256, 66),
             IQ2_XS => (256, 74),
             IQ3_XXS => (256, 98),
             IQ1_S => (256, 50),
-            IQ4_NL => (32, 18),
+            IQ4_NL => (QK, IQ4_NL_BYTES),
             IQ3_S => (256, 110),
             IQ2_S => (256, 82),
-            IQ4_XS => (256, 136),
+            IQ4_XS => (QK_K, IQ4_XS_BYTES),
             I8 => (1, 1),
             I16 => (1, 2),
             I32 => (1, 4),

@@ -1,0 +1,146 @@
+//! ggml's block layouts, once: a `#[repr(C)]` struct per quantized GGUF type (ggml's
+//! `block_*` in ggml-common.h), its size asserted at compile time, and the byte sizes and
+//! field offsets every kernel (scalar, SIMD, tile) and `GgmlType::block` take from here.
+//! Kernels read blocks from byte slices at these offsets; the structs are the layout's
+//! definition, not a type anything is cast to.
+#![allow(dead_code)]
+use std::mem::{offset_of, size_of};
+
+/// Elements per block of the 32-element types.
+pub const QK: usize = 32;
+/// Elements per super-block of the K-quants and IQ4_XS.
+pub const QK_K: usize = 256;
+
+type F16 = u16;
+
+#[repr(C)]
+pub struct BlockQ4_0 {
+    pub d: F16,
+    pub qs: [u8; QK / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ4_1 {
+    pub d: F16,
+    pub m: F16,
+    pub qs: [u8; QK / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ5_0 {
+    pub d: F16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ5_1 {
+    pub d: F16,
+    pub m: F16,
+    pub qh: [u8; 4],
+    pub qs: [u8; QK / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ8_0 {
+    pub d: F16,
+    pub qs: [i8; QK],
+}
+
+/// Activations for Q4_1 / Q5_1: `s` = d · Σ qs.
+#[repr(C)]
+pub struct BlockQ8_1 {
+    pub d: F16,
+    pub s: F16,
+    pub qs: [i8; QK],
+}
+
+#[repr(C)]
+pub struct BlockQ2K {
+    pub scales: [u8; QK_K / 16],
+    pub qs: [u8; QK_K / 4],
+    pub d: F16,
+    pub dmin: F16,
+}
+
+#[repr(C)]
+pub struct BlockQ3K {
+    pub hmask: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 4],
+    pub scales: [u8; 12],
+    pub d: F16,
+}
+
+#[repr(C)]
+pub struct BlockQ4K {
+    pub d: F16,
+    pub dmin: F16,
+    pub scales: [u8; 12],
+    pub qs: [u8; QK_K / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ5K {
+    pub d: F16,
+    pub dmin: F16,
+    pub scales: [u8; 12],
+    pub qh: [u8; QK_K / 8],
+    pub qs: [u8; QK_K / 2],
+}
+
+#[repr(C)]
+pub struct BlockQ6K {
+    pub ql: [u8; QK_K / 2],
+    pub qh: [u8; QK_K / 4],
+    pub scales: [i8; QK_K / 16],
+    pub d: F16,
+}
+
+/// Activations for the K-quants and IQ4_XS: f32 scale, values, and the sums of each 16.
+#[repr(C)]
+pub struct BlockQ8K {
+    pub d: f32,
+    pub qs: [i8; QK_K],
+    pub bsums: [i16; QK_K / 16],
+}
+
+#[repr(C)]
+pub struct BlockIQ4NL {
+    pub d: F16,
+    pub qs: [u8; QK / 2],
+}
+
+#[repr(C)]
+pub struct BlockIQ4XS {
+    pub d: F16,
+    pub scales_h: u16,
+    pub scales_l: [u8; QK_K / 64],
+    pub qs: [u8; QK_K / 2],
+}
+
+pub const Q4_0_BYTES: usize = size_of::<BlockQ4_0>();
+pub const Q4_1_BYTES: usize = size_of::<BlockQ4_1>();
+pub const Q5_0_BYTES: usize = size_of::<BlockQ5_0>();
+pub const Q5_1_BYTES: usize = size_of::<BlockQ5_1>();
+pub const Q8_0_BYTES: usize = size_of::<BlockQ8_0>();
+pub const Q8_1_BYTES: usize = size_of::<BlockQ8_1>();
+pub const Q2_K_BYTES: usize = size_of::<BlockQ2K>();
+pub const Q3_K_BYTES: usize = size_of::<BlockQ3K>();
+pub const Q4_K_BYTES: usize = size_of::<BlockQ4K>();
+pub const Q5_K_BYTES: usize = size_of::<BlockQ5K>();
+pub const Q6_K_BYTES: usize = size_of::<BlockQ6K>();
+pub const Q8_K_BYTES: usize = size_of::<BlockQ8K>();
+pub const IQ4_NL_BYTES: usize = size_of::<BlockIQ4NL>();
+pub const IQ4_XS_BYTES: usize = size_of::<BlockIQ4XS>();
+
+/// Where a Q8_K block's values and 16-element sums start.
+pub const Q8_K_QS: usize = offset_of!(BlockQ8K, qs);
+pub const Q8_K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
+
+// ggml's sizes (ggml-common.h static_asserts): a layout that drifts does not compile
+const _: () = {
+    assert!(Q4_0_BYTES == 18 && Q4_1_BYTES == 20 && Q5_0_BYTES == 22 && Q5_1_BYTES == 24);
+    assert!(Q8_0_BYTES == 34 && Q8_1_BYTES == 36 && IQ4_NL_BYTES == 18);
+    assert!(Q2_K_BYTES == 84 && Q3_K_BYTES == 110 && Q4_K_BYTES == 144 && Q5_K_BYTES == 176 && Q6_K_BYTES == 210);
+    assert!(Q8_K_BYTES == 292 && Q8_K_QS == 4 && Q8_K_BSUMS == 260 && IQ4_XS_BYTES == 136);
+};
