@@ -51,3 +51,18 @@ class LiveServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(timeout=30)
+
+
+def wait_healthy(proc, url: str, log_path, limit: float = 120.0) -> None:
+    """Wait for a server process at `url` to answer /health with 200 (fails with its log
+    if it exits first, or after `limit` seconds)."""
+    t0 = time.monotonic()
+    while True:
+        assert proc.poll() is None, "the server exited:\n" + open(log_path, errors="replace").read()[-4000:]
+        try:
+            if httpx.get(url + "/health", timeout=5).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        assert time.monotonic() - t0 < limit, f"the server did not become healthy within {limit:g} s"
+        time.sleep(0.1)

@@ -16,6 +16,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from schemathesis import GenerationMode
+from server_util import wait_healthy
 
 SCALE = max(1, int(os.environ.get("LLAMARS_FUZZ_EXAMPLES", "1")))
 TOTAL: dict = {"cases": 0, "by_status": {}}
@@ -38,16 +39,7 @@ def fuzz_server(model_path, tmp_path_factory):
                           "--embeddings", "--metrics", "--slots", "--slot-save-path", str(d / "slots"), "--data-dir", str(d / "data")],
                          env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    t0 = time.monotonic()
-    while True:
-        assert p.poll() is None, (d / "server.log").read_text()
-        try:
-            if httpx.get(url + "/health", timeout=5).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() - t0 < 120, "the server did not become healthy"
-        time.sleep(0.1)
+    wait_healthy(p, url, d / "server.log")
     p.url, p.log = url, d / "server.log"
     yield p
     by = ", ".join(f"{k}: {v}" for k, v in sorted(TOTAL["by_status"].items()))

@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import llamars
-from server_util import LiveServer
+from server_util import LiveServer, wait_healthy
 
 BIG = 2**70
 
@@ -340,16 +340,7 @@ def test_sigterm_cancels_the_work_and_exits_promptly(model_path, tmp_path):
                          env=_env(), stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        t0 = time.monotonic()
-        while True:
-            assert p.poll() is None, (tmp_path / "server.log").read_text()
-            try:
-                if httpx.get(url + "/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() - t0 < 120
-            time.sleep(0.1)
+        wait_healthy(p, url, tmp_path / "server.log")
         body = {"prompt": "Tell me a story", "n_predict": -1, "ignore_eos": True}
         # one streamed and one plain generation that would run for minutes, and queued ones
         clients = [threading.Thread(target=lambda b=b: _swallow(url, b), daemon=True)
@@ -380,15 +371,7 @@ def test_a_second_sigterm_exits_at_once(model_path, tmp_path):
     p = subprocess.Popen([sys.executable, "-m", "llamars.cli", "-m", model_path, "--port", str(port), "-c", "512"],
                          env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        t0 = time.monotonic()
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert p.poll() is None and time.monotonic() - t0 < 120
-            time.sleep(0.1)
+        wait_healthy(p, f"http://127.0.0.1:{port}", os.devnull)
         # a client holds a connection open: the graceful shutdown would wait for it
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"POST /completion HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")

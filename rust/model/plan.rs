@@ -49,6 +49,17 @@ pub enum Step<'m> {
     Tap { buf: Buf, width: usize, name: &'static str },
 }
 
+/// A block's output O: its optional post-norm (Gemma 3), then the residual add into X;
+/// `names`: the norm's tensor, and the taps after the norm and after the add.
+fn block_out<'m>(s: &mut Vec<Step<'m>>, post_norm: Option<&'m [f32]>, e: usize, names: [&'static str; 3]) {
+    if let Some(w) = post_norm {
+        s.push(Step::Norm { src: Buf::O, dst: Buf::O, w, width: e, groups: 1, name: names[0] });
+    }
+    s.push(Step::Tap { buf: Buf::O, width: e, name: names[1] });
+    s.push(Step::Residual { src: Buf::O });
+    s.push(Step::Tap { buf: Buf::X, width: e, name: names[2] });
+}
+
 impl Model {
     /// The steps of layer `il`.
     pub fn layer_steps(&self, il: usize) -> Vec<Step<'_>> {
@@ -93,12 +104,7 @@ impl Model {
         s.push(tap(Attn, ad, "kqv_out"));
         s.push(Step::MatMul { w: &a.wo, lo: 0, hi: a.wo.n_out, src: Attn, dst: O, name: "attn_output" });
         s.push(tap(O, e, "attn_o"));
-        if let Some(w) = &l.post_attn_norm {
-            s.push(Step::Norm { src: O, dst: O, w, width: e, groups: 1, name: "post_attention_norm" });
-        }
-        s.push(tap(O, e, "attn_post_norm"));
-        s.push(Step::Residual { src: O });
-        s.push(tap(X, e, "sa_out"));
+        block_out(&mut s, l.post_attn_norm.as_deref(), e, ["post_attention_norm", "attn_post_norm", "sa_out"]);
 
         s.push(Step::Norm { src: X, dst: H, w: &l.ffn_norm, width: e, groups: 1, name: "ffn_norm" });
         s.push(tap(H, e, "ffn_norm"));
@@ -119,12 +125,7 @@ impl Model {
         s.push(tap(Gate, f, "ffn_geglu"));
         s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Gate, dst: O, name: "ffn_down" });
         s.push(tap(O, e, "ffn_out"));
-        if let Some(w) = &l.post_ffn_norm {
-            s.push(Step::Norm { src: O, dst: O, w, width: e, groups: 1, name: "post_ffw_norm" });
-        }
-        s.push(tap(O, e, "ffn_post_norm"));
-        s.push(Step::Residual { src: O });
-        s.push(tap(X, e, "l_out"));
+        block_out(&mut s, l.post_ffn_norm.as_deref(), e, ["post_ffw_norm", "ffn_post_norm", "l_out"]);
         s
     }
 
