@@ -234,3 +234,11 @@ def test_generation_defaults_are_what_a_bare_request_gets(engine):
     assert engine.request("hi").settings() == d
     s = engine.request("hi", temperature=0.1, stop="x").settings()
     assert s["temperature"] == pytest.approx(0.1) and s["stop"] == ["x"] and s["top_k"] == d["top_k"]
+
+
+def test_tokenize_json_is_tokenize_as_json(engine):
+    import json
+
+    for text in ["Hello world", "", "<start_of_turn>user\nhi ünïcødé 😀", "a" * 5000]:
+        for flags in [(True, True), (False, False), (True, False)]:
+            assert json.loads(engine.tokenize_json(text, *flags)) == {"tokens": engine.tokenize(text, *flags)}

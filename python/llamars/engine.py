@@ -181,6 +181,11 @@ class Engine:
     def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list:
         return self._core.tokenize(text, add_special, parse_special)
 
+    def tokenize_json(self, text: str, add_special: bool = True, parse_special: bool = True) -> bytes:
+        """`tokenize` as the JSON bytes `{"tokens": [...]}`, made without the GIL and without
+        a Python int per token (what a server replies to a huge prompt)."""
+        return self._core.tokenize_json(text, add_special, parse_special)
+
     def detokenize(self, ids: Sequence[int], remove_special: bool = False, unparse_special: bool = False) -> str:
         return self._core.detokenize(list(ids), remove_special, unparse_special)
 

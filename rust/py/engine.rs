@@ -69,6 +69,28 @@ impl PyEngine {
         py.detach(|| self.inner.tokenizer.encode(&text, add_special, parse_special))
     }
 
+    /// `{"tokens": [ids...]}` as JSON bytes, made with the GIL released (a server's reply
+    /// to a huge prompt makes no Python ints).
+    #[pyo3(signature = (text, add_special=true, parse_special=true))]
+    fn tokenize_json<'py>(&self, py: Python<'py>, text: &str, add_special: bool, parse_special: bool) -> Bound<'py, PyBytes> {
+        let text = text.to_owned();
+        let body = py.detach(|| {
+            use std::io::Write;
+            let ids = self.inner.tokenizer.encode(&text, add_special, parse_special);
+            let mut out = Vec::with_capacity(16 + ids.len() * 7);
+            out.extend_from_slice(b"{\"tokens\":[");
+            for (i, t) in ids.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                let _ = write!(out, "{t}");
+            }
+            out.extend_from_slice(b"]}");
+            out
+        });
+        PyBytes::new(py, &body)
+    }
+
     #[pyo3(signature = (ids, remove_special=false, unparse_special=false))]
     fn detokenize(&self, py: Python<'_>, ids: Vec<i64>, remove_special: bool, unparse_special: bool) -> PyResult<String> {
         let ids = self.check_ids(&ids, "ids")?;

@@ -7,13 +7,14 @@ import base64
 
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
-from litestar import post
+from litestar import Response, post
 
 from ...embeddings import default_pooling, normalize, pool
 from ...schemas.native import EmbeddingRequest
 from ...schemas.openai import OAIEmbeddingRequest
 from ..errors import ApiError
 from ..service import Service
+from ..threaded import json_reply
 
 
 def _inputs(svc: NamedDependency[Service], raw, field: str = "input") -> list:
@@ -60,7 +61,7 @@ async def _embed(svc: NamedDependency[Service], ids: list, pooling: str, norm: f
 
 
 @post(["/embedding", "/embeddings"], status_code=200, summary="llama.cpp embeddings")
-async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Service]) -> list:
+async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Service]) -> Response:
     pooling = _pooling(svc)
     raw = data.content if data.content is not None else data.input
     if raw is None:
@@ -68,13 +69,12 @@ async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Servi
     out = []
     field = "content" if data.content is not None else "input"
     for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, raw, field)):
-        rows = await _embed(svc, ids, pooling, data.embd_normalize)
-        out.append({"index": i, "embedding": rows.tolist()})
-    return out
+        out.append(await _embed(svc, ids, pooling, data.embd_normalize))
+    return await json_reply(lambda: [{"index": i, "embedding": rows.tolist()} for i, rows in enumerate(out)])
 
 
 @post("/v1/embeddings", status_code=200, summary="OpenAI embeddings")
-async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependency[Service]) -> dict:
+async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependency[Service]) -> Response:
     pooling = _pooling(svc)
     if pooling == "none":
         raise ApiError(400, "pooling 'none' is not OpenAI-compatible; start the server with --pooling mean|cls|last")
@@ -82,13 +82,18 @@ async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependen
         raise ApiError(400, f"encoding_format: must be 'float' or 'base64', got {data.encoding_format!r}")
     if data.dimensions is not None:
         raise ApiError(400, "dimensions: this model's embeddings cannot be shortened")
-    items, n_tok = [], 0
-    for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, data.input)):
-        v = (await _embed(svc, ids, pooling, 2))[0]
+    vecs, n_tok = [], 0
+    for ids in await asyncio.to_thread(_inputs, svc, data.input):
+        vecs.append((await _embed(svc, ids, pooling, 2))[0])
         n_tok += len(ids)
-        emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if data.encoding_format == "base64" else v.tolist()
-        items.append({"object": "embedding", "index": i, "embedding": emb})
-    return {"object": "list", "data": items, "model": data.model or svc.model_id, "usage": {"prompt_tokens": n_tok, "total_tokens": n_tok}}
+
+    def body() -> dict:
+        b64 = data.encoding_format == "base64"
+        items = [{"object": "embedding", "index": i, "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode() if b64 else v.tolist()}
+                 for i, v in enumerate(vecs)]
+        return {"object": "list", "data": items, "model": data.model or svc.model_id, "usage": {"prompt_tokens": n_tok, "total_tokens": n_tok}}
+
+    return await json_reply(body)
 
 
 ROUTES = [embedding, oai_embeddings]

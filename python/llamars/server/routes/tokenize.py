@@ -5,22 +5,25 @@ import asyncio
 
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
-from litestar import post
+from litestar import Response, post
 
 from ...schemas.native import DetokenizeRequest, TokenizeRequest
 from ...schemas.openai import ApplyTemplateRequest
 from ..errors import ApiError
 from ..service import Service
+from ..threaded import json_reply
 
 
 @post("/tokenize", status_code=200)
-async def tokenize(data: JSONBody[TokenizeRequest], svc: NamedDependency[Service]) -> dict:
+async def tokenize(data: JSONBody[TokenizeRequest], svc: NamedDependency[Service]) -> Response:
     e = svc.need()
+
+    if not data.with_pieces:
+        body = await asyncio.to_thread(e.tokenize_json, data.content, data.add_special, data.parse_special)
+        return Response(content=body, media_type="application/json")
 
     def run() -> dict:
         ids = e.tokenize(data.content, add_special=data.add_special, parse_special=data.parse_special)
-        if not data.with_pieces:
-            return {"tokens": ids}
         out = []
         for i in ids:
             b = e.token_to_piece(i, special=True)
@@ -31,16 +34,20 @@ async def tokenize(data: JSONBody[TokenizeRequest], svc: NamedDependency[Service
             out.append({"id": i, "piece": piece})
         return {"tokens": out}
 
-    return await asyncio.to_thread(run)
+    return await json_reply(run)
 
 
 @post("/detokenize", status_code=200)
-async def detokenize(data: JSONBody[DetokenizeRequest], svc: NamedDependency[Service]) -> dict:
+async def detokenize(data: JSONBody[DetokenizeRequest], svc: NamedDependency[Service]) -> Response:
     e = svc.need()
-    bad = [t for t in data.tokens if not 0 <= t < e.n_vocab]
-    if bad:
-        raise ApiError(400, f"tokens: token id {bad[0]} is out of range [0, {e.n_vocab})")
-    return {"content": await asyncio.to_thread(e.detokenize, data.tokens)}
+
+    def run() -> dict:
+        bad = next((t for t in data.tokens if not 0 <= t < e.n_vocab), None)
+        if bad is not None:
+            raise ApiError(400, f"tokens: token id {bad} is out of range [0, {e.n_vocab})")
+        return {"content": e.detokenize(data.tokens)}
+
+    return await json_reply(run)
 
 
 @post("/apply-template", status_code=200)
