@@ -225,11 +225,25 @@ def test_anthropic_structured_output(claude):
     jsonschema.validate(json.loads(m.content[0].text), schema)
 
 
+def test_anthropic_empty_messages_and_text_documents(server):
+    """As llama-server: an empty messages list is a turn with the generation prompt alone;
+    a plain-text document block is read as the message's text."""
+    r = httpx.post(server.url + "/v1/messages", json={"model": "m", "max_tokens": 2, "messages": []}, timeout=60)
+    assert r.status_code == 200 and r.json()["type"] == "message"
+    doc = {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "The launch code is 4417."},
+           "title": "Memo"}
+    body = {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": [doc, {"type": "text", "text": "What is the code?"}]}]}
+    with_doc = httpx.post(server.url + "/v1/messages/count_tokens", json=body, timeout=60).json()["input_tokens"]
+    body["messages"][0]["content"] = [{"type": "text", "text": "What is the code?"}]
+    without = httpx.post(server.url + "/v1/messages/count_tokens", json=body, timeout=60).json()["input_tokens"]
+    assert with_doc > without + 5
+
+
 @pytest.mark.parametrize("body,status,needle", [
     ({"model": "m", "messages": [{"role": "user", "content": "x"}]}, 400, "max_tokens"),
     ({"model": "m", "max_tokens": 0, "messages": [{"role": "user", "content": "x"}]}, 400, "max_tokens"),
     ({"model": "m", "max_tokens": -5, "messages": [{"role": "user", "content": "x"}]}, 400, "max_tokens"),
-    ({"model": "m", "max_tokens": 4, "messages": []}, 400, "messages"),
+    ({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "eA=="}}]}]}, 400, "messages[0].content[0].source"),
     ({"model": "m", "max_tokens": 4, "messages": [{"role": "system", "content": "x"}]}, 400, "messages[0].role"),
     ({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "video"}]}]}, 400, "messages[0].content[0].type"),
     ({"model": "m", "max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {"type": "base64", "data": ""}}]}]}, 400, "image"),

@@ -273,7 +273,12 @@ def test_help(capsys):
     for flag in ("--api-key-file", "--no-webui", "--chat-template-kwargs", "--top-k", "--list-devices"):
         assert flag in out
     assert "(env: LLAMA_API_KEY)" in out
-    assert "--mirostat N" in out and "--repeat-penalty N" in out and "--flash-attn" not in out  # only implemented flags
+    assert "--mirostat N" in out and "--repeat-penalty N" in out
+    # every llama-server flag is listed; those llamars does not act on say so
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("-fa,   --flash-attn [on|off|auto]"))
+    assert "llamars: accepted, no effect" in " ".join(lines[i:i + 4])
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("--lora FNAME"))
+    assert "is not available yet" in " ".join(lines[i:i + 4])
 
 
 def test_help_short_forms_and_parse_args_exit(capsys):

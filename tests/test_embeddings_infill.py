@@ -93,12 +93,21 @@ def test_infill_prompt_layout():
     def tok(s):
         return [ord(ch) for ch in s]
 
+    # llama.cpp's format_prompt_infill: extra context, then BOS, <PRE> prefix prompt <SUF> suffix <MID>
     fim = {"pre": 1, "suf": 2, "mid": 3}
     ids = build(tok, fim, [9], "ab", "cd", "e", [X("f.py", "xy")])
-    assert ids == [9] + tok("xy") + [1] + tok("ab") + [2] + tok("cd") + [3] + tok("e")
+    assert ids == tok("\n\n--- snippet ---\n\n") + tok("xy") + [9, 1] + tok("ab") + tok("e") + [2] + tok("cd") + [3]
     fim.update(rep=4, sep=5)
     ids = build(tok, fim, [], "ab", "cd", "", [X("f.py", "xy")])
     assert ids == [4] + tok("myproject\n") + [5] + tok("f.py\n") + tok("xy") + [5] + tok("filename\n") + [1] + tok("ab") + [2] + tok("cd") + [3]
+    # --spm-infill: the suffix first
+    ids = build(tok, fim, [9], "ab", "cd", "e", [], spm=True)
+    assert ids[-9:] == [9, 2] + tok("cd") + [1] + tok("ab") + tok("e") + [3]
+    # budgets: the prefix keeps its last 3/4 batch, the suffix its first 1/4 less the prompt and 2,
+    # the extra context its last n_ctx - n_batch - 2 n_predict tokens
+    ids = build(tok, {"pre": 1, "suf": 2, "mid": 3}, [], "p" * 100, "s" * 100, "m", [X("a", "x" * 100)],
+                n_batch=16, n_ctx=40, n_predict=4)
+    assert ids == tok("x" * 16) + [1] + tok("p" * 12) + tok("m") + [2] + tok("s" * 1) + [3]
 
 
 def test_infill_on_a_model_with_fim_tokens_streamed_and_not(tmp_path):

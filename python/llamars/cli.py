@@ -11,11 +11,12 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import textwrap
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .cli_options import OPTIONS, C, Opt, S, X
+from .cli_options import KV_TYPES, OPTIONS, SPEC_TYPES, C, Opt, S, X
 from .config import SamplingDefaults, ServerConfig
 from .devices import devices_text
 
@@ -137,6 +138,48 @@ def _convert(o: Opt, label: str, raw: str) -> object:
                 return f.read()
         except OSError as e:
             raise _bad(label, raw, f"cannot read the file: {e.strerror}") from None
+    if k == "tristate":  # llama.cpp's is_truthy / is_falsey / is_autoy
+        v = raw.strip()
+        if v in ("on", "enabled", "true", "1"):
+            return "on"
+        if v in ("off", "disabled", "false", "0"):
+            return "off"
+        if v in ("auto", "-1"):
+            return "auto"
+        raise _bad(label, raw, "expected on, off or auto")
+    if k == "kvtype":
+        if raw not in KV_TYPES:
+            raise _bad(label, raw, "expected one of: " + ", ".join(KV_TYPES))
+        return raw
+    if k == "spectype":
+        v = [s.strip() for s in raw.split(",") if s.strip()]
+        bad = [x for x in v if x not in SPEC_TYPES]
+        if bad:
+            raise _bad(label, raw, "expected a comma-separated list of: " + ", ".join(SPEC_TYPES))
+        return v
+    if k == "append":
+        return raw
+    if k == "bias":  # TOKEN_ID(+/-)BIAS, as llama.cpp reads it
+        m = re.fullmatch(r"\s*(-?\d+)\s*([+-])\s*(\S+)\s*", raw)
+        try:
+            if not m:
+                raise ValueError
+            bias = float(m.group(3)) * (-1.0 if m.group(2) == "-" else 1.0)
+        except ValueError:
+            raise _bad(label, raw, "invalid input format: expected TOKEN_ID+BIAS or TOKEN_ID-BIAS, e.g. 15043+1") from None
+        return [int(m.group(1)), bias]
+    if k == "pair":
+        return raw
+    if k == "jsonfile":
+        try:
+            with open(raw, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise _bad(label, raw, f"cannot read the file: {e.strerror}") from None
+        try:
+            return json.loads(text)
+        except ValueError as e:
+            raise _bad(label, raw, f"invalid JSON: {e}") from None
     if k == "ngl":
         s = raw.strip().lower()
         if s in ("auto", "all"):
@@ -169,6 +212,8 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
         if hit is None:
             raise _unknown(tok.split("=", 1)[0])
         o, positive = hit
+        if o.removed:
+            raise CLIError(f'error while handling argument "{name}": the argument has been removed. {o.removed}')
         if o.kind == "action":
             if o.dest in ("@help", "@version"):  # llama-server acts on these as soon as it sees them
                 return ServerConfig(), o.dest[1:]
@@ -184,10 +229,16 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
                 raise CLIError(f"argument {name} expects a value ({o.hint})")
             inline = args[i]
             i += 1
+        if o.kind == "pair":  # START END: two values
+            if i >= len(args):
+                raise CLIError(f"argument {name} expects two values ({o.hint})")
+            inline = f"{inline} {args[i]}"
+            i += 1
         given.setdefault(o, []).append((name, inline))
 
     values: Dict[str, object] = {}
     keys: List[str] = []
+    warnings: List[str] = []
     for o in OPTIONS:
         if o.kind == "action":
             continue
@@ -198,16 +249,55 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
         else:
             continue
         for label, raw in items:
+            if o.removed:  # set through its environment variable
+                raise CLIError(f'error while handling argument "{label}": the argument has been removed. {o.removed}')
             v = raw if isinstance(raw, bool) else _convert(o, label, raw)  # type: ignore[arg-type]
+            if o.owner:
+                if _owner_default(o, v):
+                    continue
+                raise CLIError(f"{label}: {o.owner} is not available in llamars yet; start without {label}")
+            if o.inert:
+                if o.off_ok and v is False:
+                    continue
+                warnings.append(f"warning: {label} has no effect in llamars: {o.inert}")
+                continue
             if o.kind in ("keys", "keyfile"):
                 keys.extend(v)  # type: ignore[arg-type]
+            elif o.kind == "append":
+                values.setdefault(o.dest, []).append(v)  # type: ignore[union-attr]
+            elif o.kind == "bias":
+                values.setdefault(o.dest, []).append(v)  # type: ignore[union-attr]
             else:
                 values[o.dest] = v
     if keys:
         values["api_keys"] = list(dict.fromkeys(keys))
+    breakers = values.get("sampling.dry_sequence_breakers")
+    if breakers is not None:  # the first one clears llama.cpp's defaults; "none" clears all
+        out: List[str] = []
+        for b in breakers:  # type: ignore[union-attr]
+            out = [] if b == "none" else out + [b]
+        values["sampling.dry_sequence_breakers"] = out
+    budget = values.get("reasoning_budget")
+    if isinstance(budget, int) and budget > 0:
+        warnings.append(f"warning: --reasoning-budget {budget} is not enforced in llamars: thinking is not cut "
+                        "(use 0 to turn thinking off)")
     sampling = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("sampling.")}
     top = {k: v for k, v in values.items() if not k.startswith("sampling.")}
-    return ServerConfig(**top, sampling=SamplingDefaults(**sampling)), action
+    config = ServerConfig(**top, sampling=SamplingDefaults(**sampling))
+    config.warnings = warnings
+    return config, action
+
+
+def _owner_default(o: Opt, v: object) -> bool:
+    """True when a flag of a feature llamars has not built only asks for what llamars does
+    anyway (the feature off, an f16 KV cache, no speculative decoding)."""
+    if o.kind == "bool":
+        return v is False
+    if o.kind == "kvtype":
+        return v == "f16"
+    if o.kind == "spectype":
+        return v == ["none"] or v == []
+    return False
 
 
 def parse_args(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> ServerConfig:
@@ -246,7 +336,9 @@ def _format_opt(o: Opt) -> str:
     left = _flag_column(o)
     out = left + ("\n" + lead if len(left) > _LEAD - 3 else " " * (_LEAD - len(left)))
     lines: List[str] = []
-    for para in o.help.split("\n"):
+    note = (f"llamars: accepted, no effect ({o.inert})" if o.inert else
+            f"llamars: {o.owner} is not available yet" if o.owner else "")
+    for para in o.help.split("\n") + ([note] if note else []):
         lines.extend(textwrap.wrap(para, _WRAP) or [""])
     out += ("\n" + lead).join(lines) + "\n"
     if o.env:
@@ -276,6 +368,45 @@ def version_text() -> str:
     )
 
 
+def cache_list_text() -> str:
+    """-cl: the GGUF files in llamars's cache (where the default model is assembled)."""
+    from .models import cache_dir
+
+    d = cache_dir()
+    files = sorted(p for p in d.glob("*.gguf") if p.is_file()) if d.is_dir() else []
+    if not files:
+        return f"no models in the cache ({d})"
+    lines = [f"models in the cache ({d}):"]
+    lines += [f"  {i + 1:>3}. {p.name}  ({p.stat().st_size / 2**20:.1f} MiB)" for i, p in enumerate(files)]
+    return "\n".join(lines)
+
+
+_FILE_KINDS = ("textfile", "keyfile", "jsonfile")
+
+
+def completion_bash_text() -> str:
+    """--completion-bash: a bash completion script for llamars-server's flags (file
+    names after the flags that take a path)."""
+    names = sorted({n for o in OPTIONS for n in _split(o.names) + _split(o.neg)})
+    files = sorted({n for o in OPTIONS if o.kind in _FILE_KINDS or o.hint in ("FNAME", "FILE", "PATH", "DIR")
+                    for n in _split(o.names)})
+    fn = "_llamars_server_completions"
+    return (
+        f"{fn}() {{\n"
+        '    local cur="${COMP_WORDS[COMP_CWORD]}"\n'
+        '    local prev="${COMP_WORDS[COMP_CWORD-1]}"\n'
+        f'    case "$prev" in\n        {"|".join(files)})\n'
+        '            COMPREPLY=( $(compgen -f -- "$cur") )\n            return 0\n            ;;\n    esac\n'
+        f'    COMPREPLY=( $(compgen -W "{" ".join(names)}" -- "$cur") )\n'
+        "}\n"
+        f"complete -F {fn} {PROG}\n"
+    )
+
+
+_ACTIONS = {"help": help_text, "version": version_text, "list_devices": devices_text, "cache_list": cache_list_text,
+            "completion_bash": completion_bash_text}
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Console entry point (`llamars-server`, `python -m llamars.cli`): returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -285,10 +416,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 1
     if action is not None:
-        print({"help": help_text, "version": version_text, "list_devices": devices_text}[action]())
+        print(_ACTIONS[action]())
         return 0
     from .errors import LlamarsError
+    from .process import apply_process_settings
 
+    for w in config.warnings:
+        print(w, file=sys.stderr)
+    try:
+        apply_process_settings(config)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
     try:
         if config.model is None:
             from .models import default_model

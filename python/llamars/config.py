@@ -44,6 +44,9 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
     mirostat: Optional[int] = None
     mirostat_tau: Optional[float] = None
     mirostat_eta: Optional[float] = None
+    dry_sequence_breakers: Optional[List[str]] = None  # --dry-sequence-breaker (repeated; [] = none)
+    logit_bias: Optional[List[List[float]]] = None  # -l ID+BIAS (repeated): [[id, bias], ...]
+    stop: Optional[List[str]] = None  # -r PROMPT (repeated): the stop strings of requests that give none
     # server-wide constraint (--grammar / --json-schema), used when a request sets none
     grammar: Optional[str] = None
     json_schema: Optional[str] = None
@@ -53,6 +56,11 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
         out = {k: getattr(self, k) for k in ("temperature", "top_k", "top_p", "min_p", "seed", "n_probs", "ignore_eos")}
         out["max_tokens"] = self.n_predict
         out.update(self.chain_defaults())
+        if self.logit_bias:
+            # (-inf, as in `-l 15043-inf`, is llama-server's `false`: the token is banned)
+            out["logit_bias"] = [[int(t), False if b == float("-inf") else b] for t, b in self.logit_bias]
+        if self.stop:
+            out["stop"] = list(self.stop)
         if self.grammar:
             out["grammar"] = self.grammar
         elif self.json_schema:
@@ -68,6 +76,8 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
                       "dry_penalty_last_n", "dynatemp_range", "dynatemp_exponent", "mirostat", "mirostat_tau", "mirostat_eta")
             if getattr(self, k) is not None
         }
+        if self.dry_sequence_breakers is not None:
+            out["dry_sequence_breakers"] = list(self.dry_sequence_breakers)
         if self.sampling_seq:
             out["samplers"] = self.sampling_seq
         if self.samplers:
@@ -131,10 +141,63 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     n_gpu_layers: Optional[str] = None
     device: Optional[str] = None
     main_gpu: int = 0
+    # chat (2026 flags)
+    reasoning: str = "auto"  # -rea on|off|auto: enable_thinking given to the template (auto: its default)
+    reasoning_effort: Optional[str] = None  # --reasoning-effort LEVEL ("default": the template's)
+    reasoning_preserve: Optional[bool] = None  # --[no-]reasoning-preserve: preserve_reasoning for the template
+    skip_chat_parsing: bool = False  # replies are plain content (no reasoning or tool-call extraction)
+    prefill_assistant: bool = True  # a trailing assistant message is continued (False: a finished turn)
+    spm_infill: bool = False  # /infill prompts in Suffix/Prefix/Middle order
+    embd_normalize: int = 2  # default normalisation of /embedding(s) rows
+    tags: List[str] = msgspec.field(default_factory=list)  # --tags: informational, shown by /v1/models
+    ui_config: Dict[str, object] = msgspec.field(default_factory=dict)  # --ui-config: /props ui_settings
+    sse_ping_interval: int = 30  # seconds of silence before an SSE comment ping (-1: none)
+    reuse_port: bool = False  # SO_REUSEPORT on the listening sockets
+    kv_unified_per_slot: Optional[int] = None  # without -c: n_ctx = n_parallel * N
+    # process
+    cpu_mask: Optional[str] = None  # -C hex mask of the CPUs the process may run on
+    cpu_range: Optional[str] = None  # -Cr lo-hi
+    prio: int = 0  # -1 low, 0 normal, 1 medium, 2 high, 3 realtime (raising needs privileges)
+    offline: bool = False  # llamars never downloads: accepted as is
     # logging
     verbose: bool = False
     log_disable: bool = False
+    log_file: Optional[str] = None  # llamars's log lines also go to this file
+    log_verbosity: int = 3  # 1 errors, 2 warnings, 3 info, 4+ debug (as --verbose)
+    log_prefix: bool = False  # a level letter before each llamars log line
+    log_timestamps: bool = False  # the time since start before each llamars log line
+    # one line per llama-server flag given that llamars accepts without acting on it
+    warnings: List[str] = msgspec.field(default_factory=list)
     sampling: SamplingDefaults = msgspec.field(default_factory=SamplingDefaults)
 
     def resolved_parallel(self) -> int:
         return 4 if self.n_parallel is None or self.n_parallel < 0 else max(1, self.n_parallel)
+
+    def resolved_ctx(self) -> int:
+        """-c, or with --kv-unified-per-slot N and no -c, room for N tokens in every slot."""
+        if self.n_ctx == 0 and self.kv_unified_per_slot:
+            return self.kv_unified_per_slot * self.resolved_parallel()
+        return self.n_ctx
+
+    @property
+    def aliases(self) -> List[str]:
+        """-a a,b: the model's names, sorted (llama-server keeps them in a std::set)."""
+        return sorted({a.strip() for a in (self.alias or "").split(",") if a.strip()})
+
+    @property
+    def hosts(self) -> List[str]:
+        """--host a,b: every address (or .sock path) to listen on."""
+        return [h.strip() for h in self.host.split(",") if h.strip()] or ["127.0.0.1"]
+
+    def template_defaults(self) -> Dict[str, object]:
+        """Template variables the chat flags set (--reasoning, --reasoning-effort,
+        --reasoning-preserve), under --chat-template-kwargs and request fields."""
+        out: Dict[str, object] = {}
+        if self.reasoning in ("on", "off"):
+            out["enable_thinking"] = self.reasoning == "on"
+        if self.reasoning_effort and self.reasoning_effort != "default":
+            out["reasoning_effort"] = self.reasoning_effort
+        if self.reasoning_preserve is not None:
+            out["preserve_reasoning"] = self.reasoning_preserve
+        out.update(self.chat_template_kwargs)
+        return out

@@ -6,6 +6,10 @@ pub struct Metrics {
     /// Prompt tokens evaluated (cache hits excluded) and the time spent on them.
     pub n_prompt_tokens_processed_total: u64,
     pub t_prompt_processing_total_ms: f64,
+    /// Prompt tokens reused from a slot's KV cache or the prompt cache.
+    pub n_prompt_tokens_cached_total: u64,
+    /// The longest sequence a slot has held (prompt + generation).
+    pub n_tokens_max: u64,
     /// Tokens generated and the time spent generating them.
     pub n_tokens_predicted_total: u64,
     pub t_tokens_generation_total_ms: f64,

@@ -63,8 +63,10 @@ impl LoopState {
         let m = &mut self.metrics;
         if t.prompt_done.is_some() {
             m.n_prompt_tokens_processed_total += evaluated as u64;
+            m.n_prompt_tokens_cached_total += t.tokens_cached as u64;
             m.t_prompt_processing_total_ms += prompt_ms;
         }
+        m.n_tokens_max = m.n_tokens_max.max((t.n_prompt + n_decoded) as u64);
         m.n_tokens_predicted_total += t.dec.tokens.len() as u64;
         m.t_tokens_generation_total_ms += predicted_ms;
         if let Some(e) = err {

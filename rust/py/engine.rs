@@ -236,6 +236,8 @@ impl PyEngine {
         let d = PyDict::new(py);
         d.set_item("prompt_tokens_total", m.n_prompt_tokens_processed_total)?;
         d.set_item("prompt_seconds_total", m.t_prompt_processing_total_ms / 1e3)?;
+        d.set_item("prompt_tokens_cached_total", m.n_prompt_tokens_cached_total)?;
+        d.set_item("n_tokens_max", m.n_tokens_max)?;
         d.set_item("tokens_predicted_total", m.n_tokens_predicted_total)?;
         d.set_item("tokens_predicted_seconds_total", m.t_tokens_generation_total_ms / 1e3)?;
         d.set_item("n_decode_total", m.n_decode_total)?;

@@ -26,7 +26,14 @@ pub fn to_py(e: Error) -> PyErr {
         | Error::Tensor { .. } => ModelLoadError::new_err(msg),
         Error::Tokenizer(_) => TokenizerError::new_err(msg),
         Error::InvalidRequest(_) => InvalidRequestError::new_err(msg),
-        Error::ContextOverflow { .. } => ContextOverflowError::new_err(msg),
+        Error::ContextOverflow { n_tokens, n_ctx } => Python::attach(|py| {
+            // the counts travel as attributes too: llama-server's error body carries them
+            let err = ContextOverflowError::new_err(msg);
+            let v = err.value(py);
+            let _ = v.setattr("n_prompt_tokens", n_tokens);
+            let _ = v.setattr("n_ctx", n_ctx);
+            err
+        }),
         Error::Cancelled => CancelledError::new_err(msg),
         Error::Unavailable(_) => UnavailableError::new_err(msg),
         Error::NotSupported(_) => NotSupportedError::new_err(msg),

@@ -64,6 +64,16 @@ const EOT_TEXTS: &[&str] = &[
     "<｜end▁of▁sentence｜>", "<|end_of_text|>", "<end_of_utterance>",
 ];
 
+/// Token texts that end a generation (llama.cpp's list, 2026).
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>", "<end_of_turn>",
+    "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]", "<|end_of_text|>", "<end_of_utterance>",
+    "<eos>", "<turn|>", "<|tool_response>", "<｜end▁of▁sentence｜>", "[e~[",
+];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>", "<reponame>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+
 impl Vocab {
     pub fn from_gguf(g: &Gguf) -> Result<Vocab> {
         let model = g.get_str("tokenizer.ggml.model")?;
@@ -101,7 +111,7 @@ impl Vocab {
             }
             None => vec![0.0; n],
         };
-        let attrs: Vec<u32> = match g.get("tokenizer.ggml.token_type").and_then(|v| v.as_array()) {
+        let mut attrs: Vec<u32> = match g.get("tokenizer.ggml.token_type").and_then(|v| v.as_array()) {
             Some(a) if a.len() == n => a.iter().map(|v| type_to_attr(v.as_i64().unwrap_or(1))).collect(),
             Some(a) => {
                 return Err(Error::Tokenizer(format!(
@@ -159,11 +169,49 @@ impl Vocab {
                 eog.push(t);
             }
         }
-        for t in EOT_TEXTS.iter().chain(["<|eom_id|>", "<|return|>", "<|call|>"].iter()) {
-            if let Some(&i) = token_to_id.get(t.as_bytes()) {
-                if attrs[i as usize] & attr::CONTROL != 0 && !eog.contains(&i) {
+        // llama.cpp (llama-vocab.cpp, 2026): the FIM pad / repo / file-separator tokens (from
+        // the metadata, else found by their text) and every token spelled as an end of turn
+        // end generation; such a token that is not control-type is made control-type
+        let mut mark = |i: u32, eog: &mut Vec<u32>| {
+            attrs[i as usize] |= attr::CONTROL;
+            if !eog.contains(&i) {
+                eog.push(i);
+            }
+        };
+        for (key, texts) in [
+            ("tokenizer.ggml.fim_pad_token_id", FIM_PAD_TEXTS),
+            ("tokenizer.ggml.fim_rep_token_id", FIM_REP_TEXTS),
+            ("tokenizer.ggml.fim_sep_token_id", FIM_SEP_TEXTS),
+        ] {
+            if let Some(i) = id(key) {
+                if !eog.contains(&i) {
                     eog.push(i);
                 }
+            } else if let Some(&i) = texts.iter().find_map(|t| token_to_id.get(t.as_bytes())) {
+                mark(i, &mut eog);
+            }
+        }
+        for t in EOG_TEXTS {
+            if let Some(&i) = token_to_id.get(t.as_bytes()) {
+                mark(i, &mut eog);
+            }
+        }
+        let text_of = |i: u32| texts.get(i as usize).map(|t| t.as_slice()).unwrap_or(b"");
+        let eog_with = |eog: &[u32], t: &[u8]| eog.iter().copied().find(|&i| text_of(i) == t);
+        // harmony / solar-open: <|end|> ends a message, not the generation
+        let has = |eog: &[u32], t: &[u8]| eog_with(eog, t).is_some();
+        let call = has(&eog, b"<|call|>") || has(&eog, b"<|calls|>");
+        if let Some(end) = eog_with(&eog, b"<|end|>") {
+            if call && (has(&eog, b"<|return|>") || has(&eog, b"<|flush|>")) {
+                eog.retain(|&i| i != end);
+                attrs[end as usize] = attr::USER_DEFINED;
+            }
+        }
+        // gemma4 / plamo: </s> is a normal token there
+        if let Some(s_id) = eog_with(&eog, b"</s>") {
+            if has(&eog, b"<|tool_response>") || has(&eog, b"<|plamo:eos|>") {
+                eog.retain(|&i| i != s_id);
+                attrs[s_id as usize] = attr::NORMAL;
             }
         }
         let mut special_cache: Vec<u32> = (0..n as u32)

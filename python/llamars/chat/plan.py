@@ -72,7 +72,12 @@ class ChatPlan:
             kw["grammar_triggers"] = list(c.triggers)
         return kw
 
+    # False (--skip-chat-parsing): the reply is all content, reasoning and tool calls included
+    parse: bool = True
+
     def parser(self) -> ReplyParser:
+        if not self.parse:
+            return ReplyParser(None, "none", False)
         return ReplyParser(self.format, self.reasoning_format, self.thinking_open)
 
 
@@ -131,6 +136,8 @@ def plan_chat(
     reasoning_budget: int = -1,
     template_kwargs: Optional[Dict[str, Any]] = None,
     add_generation_prompt: bool = True,
+    prefill: bool = True,
+    parse: bool = True,
 ) -> ChatPlan:
     """Raises ToolSpecError / TemplateError (ValueErrors naming the field) on bad input."""
     if reasoning_format not in REASONING_FORMATS:
@@ -149,10 +156,10 @@ def plan_chat(
     kwargs = dict(template_kwargs or {})
     if reasoning_budget == 0:
         kwargs.setdefault("enable_thinking", False)
-    prompt = template.render(msgs, add_generation_prompt, tools=render_tools, **kwargs)
+    prompt = template.render(msgs, add_generation_prompt, tools=render_tools, prefill=prefill, **kwargs)
     open_tag = (fmt.reasoning if fmt else ("<think>", "</think>"))[0]
     thinking_open = reasoning_format != "none" and prompt.rstrip().endswith(open_tag)
     constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None else None
     if constraint is not None and thinking_open:
         constraint = close_thinking(constraint, fmt.reasoning[1])
-    return ChatPlan(prompt, fmt, choice, tl, constraint, reasoning_format, thinking_open)
+    return ChatPlan(prompt, fmt, choice, tl, constraint, reasoning_format, thinking_open, parse)

@@ -206,16 +206,17 @@ class ChatTemplate:
         return cls(BUILTIN_TEMPLATES[key], key, bos_token, eos_token, builtin=True, **options)
 
     def render(self, messages: List[Dict[str, Any]], add_generation_prompt: bool = True,
-               tools: Optional[List[Dict[str, Any]]] = None, **kwargs: Any) -> str:
+               tools: Optional[List[Dict[str, Any]]] = None, prefill: bool = True, **kwargs: Any) -> str:
         """Render ``messages`` into a prompt.
 
         If ``add_generation_prompt`` is requested and the last message is from
         the assistant, that message is a prefill: its turn is left open so the
-        model continues its text (no end-of-turn marker after it).
+        model continues its text (no end-of-turn marker after it). With
+        ``prefill=False`` (--no-prefill-assistant) it is a finished turn.
         ``kwargs`` become extra template variables (``chat_template_kwargs``).
         """
         msgs = normalize_messages(messages, builtin=self.is_builtin)
-        if not (add_generation_prompt and msgs and msgs[-1]["role"] == "assistant"):
+        if not (prefill and add_generation_prompt and msgs and msgs[-1]["role"] == "assistant"):
             return self._strip(self._render(msgs, add_generation_prompt, tools, kwargs))
 
         prefill = msgs[-1]["content"] or ""
@@ -233,7 +234,11 @@ class ChatTemplate:
 
     def _render(self, msgs: List[Dict[str, Any]], add_generation_prompt: bool,
                 tools: Any, kwargs: Dict[str, Any]) -> str:
-        ctx: Dict[str, Any] = {"bos_token": self.bos_token, "eos_token": self.eos_token}
+        now = datetime.now()
+        # as llama.cpp's extra context: today's date for templates that print it (Llama 3.x's
+        # `date_string`, which would otherwise fall back to the template's default)
+        ctx: Dict[str, Any] = {"bos_token": self.bos_token, "eos_token": self.eos_token,
+                               "date_string": now.strftime("%d %b %Y"), "datetime": now.strftime("%b %d %Y")}
         ctx.update(kwargs)
         ctx.update(messages=msgs, tools=tools, add_generation_prompt=add_generation_prompt)
         try:

@@ -7,8 +7,15 @@ import msgspec
 
 from .. import _core
 
-PromptPart = Union[int, str, List[Union[int, str]]]
-Prompt = Union[str, List[PromptPart]]
+class PromptObject(msgspec.Struct, kw_only=True):
+    """llama-server's multimodal prompt form; on a text model only `prompt_string` is used."""
+
+    prompt_string: str
+    multimodal_data: Optional[List[str]] = None
+
+
+PromptPart = Union[int, str, List[Union[int, str]], PromptObject]
+Prompt = Union[str, List[PromptPart], PromptObject]
 
 
 # the JSON types of the core's field kinds (llamars._core.generation_fields)
@@ -78,11 +85,11 @@ class EmbeddingRequest(msgspec.Struct, kw_only=True):
 
     content: Optional[Union[str, List[Union[int, str, List[int]]]]] = None
     input: Optional[Union[str, List[Union[int, str, List[int]]]]] = None
-    embd_normalize: float = 2
+    embd_normalize: Optional[float] = None  # None: the server's --embd-normalize (default 2)
 
 
 class InfillExtra(msgspec.Struct, kw_only=True):
-    filename: str = ""
+    filename: str = "tmp"  # llama-server's default
     text: str = ""
 
 

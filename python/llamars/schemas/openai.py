@@ -58,6 +58,7 @@ class ChatRequest(Sampling, kw_only=True):
     cache_prompt: bool = True
     id_slot: int = -1
     n_keep: int = 0
+    verbose: Optional[bool] = None  # llama.cpp: add __verbose (the native result); None: the server's --verbose
 
 
 class ApplyTemplateRequest(msgspec.Struct, kw_only=True):
@@ -72,3 +73,4 @@ class OAIEmbeddingRequest(msgspec.Struct, kw_only=True):
     encoding_format: str = "float"
     dimensions: Optional[int] = None
     user: Optional[str] = None
+    embd_normalize: Optional[float] = None  # llama.cpp extension; None: the server's --embd-normalize

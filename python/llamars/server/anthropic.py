@@ -30,13 +30,27 @@ def _text_of(blocks: Any, where: str) -> str:
     return "\n".join(out)
 
 
+def _document_text(b: dict, where: str) -> str:
+    """A document block's text: plain-text sources (`text`, or `content` text blocks) are
+    read as the message's text; a PDF (base64) or URL source needs a multimodal model."""
+    src = b.get("source") if isinstance(b.get("source"), dict) else {}
+    kind = src.get("type")
+    if kind == "text" and isinstance(src.get("data"), str):
+        text = src["data"]
+    elif kind == "content":
+        text = _text_of(src.get("content"), f"{where}.source.content")
+    else:
+        raise ApiError(400, f"{where}.source: {kind!r} documents are not supported (only plain-text documents; "
+                            "a PDF needs a multimodal model)")
+    title = b.get("title")
+    return f"{title}\n\n{text}" if isinstance(title, str) and title else text
+
+
 def to_chat(req: CountTokensRequest) -> Tuple[List[Dict[str, Any]], Optional[list], Any, bool]:
     """(messages, tools, tool_choice, parallel_tool_calls) for the chat pipeline."""
     msgs: List[Dict[str, Any]] = []
     if req.system is not None:
         msgs.append({"role": "system", "content": _text_of(req.system, "system")})
-    if not req.messages:
-        raise ApiError(400, "messages: at least one message is required")
     for i, m in enumerate(req.messages):
         where = f"messages[{i}]"
         if m.role not in ("user", "assistant"):
@@ -67,8 +81,10 @@ def to_chat(req: CountTokensRequest) -> Tuple[List[Dict[str, Any]], Optional[lis
                 results.append({"role": "tool", "tool_call_id": b["tool_use_id"], "content": text})
             elif kind in ("thinking", "redacted_thinking") and m.role == "assistant":
                 thinking = b.get("thinking") if isinstance(b.get("thinking"), str) else thinking
-            elif kind in ("image", "document"):
-                raise ApiError(400, f"{bw}: {kind} blocks are not supported (this server has no multimodal model)")
+            elif kind == "document":
+                texts.append(_document_text(b, bw))
+            elif kind == "image":
+                raise ApiError(400, f"{bw}: image input is not supported (this server has no multimodal model)")
             else:
                 raise ApiError(400, f"{bw}.type: {kind!r} is not a supported {m.role} content block")
         msgs.extend(results)

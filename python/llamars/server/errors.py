@@ -16,9 +16,9 @@ from .timeouts import RequestTimeoutError
 class ApiError(Exception):
     """Raised by route handlers for client mistakes the engine cannot see."""
 
-    def __init__(self, status: int, message: str, type_: str = "invalid_request_error") -> None:
+    def __init__(self, status: int, message: str, type_: str = "invalid_request_error", extra: Optional[dict] = None) -> None:
         super().__init__(message)
-        self.status, self.message, self.type = status, message, type_
+        self.status, self.message, self.type, self.extra = status, message, type_, extra
 
 
 # exception class -> (status, error type); the first matching entry wins
@@ -48,15 +48,33 @@ def dialect(path: str) -> str:
     return "anthropic" if p.endswith("/messages") or p.endswith("/messages/count_tokens") else "openai"
 
 
-def body(status: int, message: str, type_: str, dialect_: str = "openai") -> dict:
+def body(status: int, message: str, type_: str, dialect_: str = "openai", extra: Optional[dict] = None) -> dict:
     if dialect_ == "anthropic":
         return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error"), "message": message}}
-    return {"error": {"code": status, "message": message, "type": type_}}
+    return {"error": {"code": status, "message": message, "type": type_, **(extra or {})}}
 
 
-def error_response(status: int, message: str, type_: str, request: Optional[Request] = None) -> Response:
+def error_response(status: int, message: str, type_: str, request: Optional[Request] = None,
+                   extra: Optional[dict] = None) -> Response:
     d = dialect(request.url.path) if request is not None else "openai"
-    return Response(body(status, message, type_, d), status_code=status, media_type="application/json")
+    return Response(body(status, message, type_, d, extra), status_code=status, media_type="application/json")
+
+
+def overflow(n_prompt_tokens: int, n_ctx: int) -> "ApiError":
+    """llama-server's context-overflow error: its message, and the counts in the body."""
+    return ApiError(400, f"request ({n_prompt_tokens} tokens) exceeds the available context size ({n_ctx} tokens), "
+                         "try increasing it", "exceed_context_size_error",
+                    extra={"n_prompt_tokens": n_prompt_tokens, "n_ctx": n_ctx})
+
+
+def extra_fields(exc: BaseException) -> Optional[dict]:
+    """Fields an error body carries besides code, message and type."""
+    if isinstance(exc, ApiError):
+        return exc.extra
+    n, c = getattr(exc, "n_prompt_tokens", None), getattr(exc, "n_ctx", None)
+    if isinstance(exc, E.ContextOverflowError) and n is not None and c is not None:
+        return {"n_prompt_tokens": n, "n_ctx": c}
+    return None
 
 
 def classify(exc: BaseException) -> tuple:
@@ -64,6 +82,9 @@ def classify(exc: BaseException) -> tuple:
         return exc.status, exc.message, exc.type
     if isinstance(exc, RecursionError):  # the JSON decoder or a template on a body nested past Python's stack
         return 400, "request body: nested too deeply (arrays / objects inside each other); flatten it", "invalid_request_error"
+    n, c = getattr(exc, "n_prompt_tokens", None), getattr(exc, "n_ctx", None)
+    if isinstance(exc, E.ContextOverflowError) and n is not None and c is not None:
+        return overflow(n, c).status, overflow(n, c).message, "exceed_context_size_error"
     for cls, status, type_ in TABLE:
         if isinstance(exc, cls):
             return status, str(exc), type_
@@ -97,7 +118,7 @@ def _other(request: Request, exc: Exception) -> Response:
     status, message, type_ = classify(exc)
     if status == 500:
         request.logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(status, message, type_, request)
+    return error_response(status, message, type_, request, extra_fields(exc))
 
 
 HANDLERS = {ValidationException: _validation, HTTPException: _http, Exception: _other}

@@ -181,7 +181,7 @@ class Responses:
         job.task.add_done_callback(lambda t: self._reap(t, job, turn))
         if not data.stream:
             return copy.deepcopy(resp)
-        return EventStream(self._follow(job, -1, cancel_on_exit=not job.background))
+        return EventStream(self._follow(job, -1, cancel_on_exit=not job.background), ping=self.config.sse_ping_interval)
 
     async def _history(self, pid: str) -> List[dict]:
         job = self.jobs.get(pid)
@@ -285,7 +285,7 @@ class Responses:
     async def stream(self, rid: str, after: int) -> EventStream:
         job = self.jobs.get(rid)
         if job is not None:
-            return EventStream(self._follow(job, after, cancel_on_exit=False))
+            return EventStream(self._follow(job, after, cancel_on_exit=False), ping=self.config.sse_ping_interval)
         if await self._io("get", rid) is None:
             raise _not_found(rid)
         events = await self._io("events_after", rid, after)

@@ -14,19 +14,24 @@ from ..async_engine import AsyncEngine
 from ..chat.plan import ChatPlan, plan_chat
 from ..config import ServerConfig
 from ..engine import Engine
-from ..schemas.native import SAMPLING_FIELDS, Prompt, Sampling
+from ..schemas.native import SAMPLING_FIELDS, Prompt, PromptObject, Sampling
 from ..tools.spec import ToolSpecError
 from .errors import ApiError
+from .logline import LogLine
+from .streams import StreamSessions
 
 
 class Service:
     def __init__(self, config: ServerConfig, engine: Optional[Engine] = None) -> None:
         self.config = config
+        self.logline = LogLine(config)
+        self.streams = StreamSessions()  # resumable streams (X-Conversation-Id)
         self.engine: Optional[Engine] = engine
         self._owns_engine = engine is None
         self.aengine: Optional[AsyncEngine] = AsyncEngine(engine=engine) if engine else None
         self.error: Optional[str] = None
         self.template = None
+        self.eog_tokens: List[int] = []
         self.created = int(time.time())
         self.fingerprint = f"llamars-{__version__}"
         self._loader: Optional[threading.Thread] = None
@@ -46,7 +51,7 @@ class Service:
         try:
             eng = Engine(
                 c.model,
-                n_ctx=c.n_ctx,
+                n_ctx=c.resolved_ctx(),
                 n_threads=c.n_threads,
                 n_batch=c.n_batch,
                 n_ubatch=c.n_ubatch,
@@ -67,7 +72,7 @@ class Service:
             if self.on_load_failed is not None:
                 self.on_load_failed(self.error)
             else:
-                self.log(f"llamars-server: failed to load the model: {self.error}")
+                self.log(f"llamars-server: failed to load the model: {self.error}", "E")
             return
         self.engine = eng
         self._after_load()
@@ -76,9 +81,8 @@ class Service:
         if eng.n_gpu_layers_offloaded:  # (a fallback to the CPU is logged once by Engine)
             self.log(f"llamars-server: {eng.info['gpu_note']}")
 
-    def log(self, message: str) -> None:
-        if not self.config.log_disable:
-            print(message, flush=True)
+    def log(self, message: str, level: str = "I") -> None:
+        self.logline(message, level)
 
     def _after_load(self) -> None:
         from ..chat.templates import template_for
@@ -86,9 +90,12 @@ class Service:
         e = self.engine
         assert e is not None
         self.template = template_for(e, self.config.chat_template, self.config.chat_template_file)
+        is_eog = e._core.is_eog
+        self.eog_tokens = [t for t in range(e.n_vocab) if is_eog(t)]
         self.bos_text = self.template.bos_token
 
     def close(self) -> None:
+        self.logline.close()
         if self.aengine is not None:
             self.aengine.close()
         if self.engine is not None and self._owns_engine:
@@ -107,17 +114,22 @@ class Service:
 
     @property
     def model_id(self) -> str:
-        return self.config.alias or (self.config.model or "")
+        """The model's name: its first alias in sorted order (as llama-server), or its path."""
+        a = self.config.aliases
+        return a[0] if a else (self.config.model or "")
 
     # ------------------------------------------------------------ requests
     def prompts(self, prompt: Prompt) -> List[List[int]]:
         """llama.cpp's prompt forms: a string, token ids, a mixed list (one prompt), or a
         list of strings / token lists (several prompts)."""
         e = self.need()
+        if isinstance(prompt, PromptObject):
+            prompt = _text_of(prompt)
         if isinstance(prompt, str):
             return [e.tokenize(prompt, add_special=True, parse_special=True)]
         if not prompt:
             raise ApiError(400, "prompt: must not be empty")
+        prompt = [_text_of(p) if isinstance(p, PromptObject) else p for p in prompt]
         if all(isinstance(p, str) for p in prompt) and len(prompt) > 1 or any(isinstance(p, list) for p in prompt):
             return [self._one(p if isinstance(p, list) else [p]) for p in prompt]
         return [self._one(prompt)]
@@ -149,8 +161,15 @@ class Service:
         f.update(given)
         if n_predict is not None:
             f["max_tokens"] = n_predict
-        f["stop"] = stop if stop is not None else []
+        f["stop"] = stop if stop is not None else f.get("stop", [])  # (-r: the server's default stop strings)
         f.update({k: v for k, v in extra.items() if v is not None})
+        if f.get("ignore_eos") and self.eog_tokens:
+            # as llama-server: ignore_eos bans every end-of-generation token (and shows it in logit_bias)
+            bias = f.get("logit_bias")
+            if isinstance(bias, dict):
+                f["logit_bias"] = {**bias, **{str(t): False for t in self.eog_tokens}}
+            else:
+                f["logit_bias"] = list(bias or []) + [[t, False] for t in self.eog_tokens]
         if not (f.get("grammar") or f.get("json_schema")):  # the server-wide one when none is given
             f.update(server_constraint)
         return f
@@ -193,9 +212,10 @@ class Service:
     def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
         self.need()
         self._check_counts(messages)
-        kw = {**self.config.chat_template_kwargs, **_template_kwargs(kwargs)}
+        kw = {**self.config.template_defaults(), **_template_kwargs(kwargs)}
         msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
-        return self.template.render(msgs, add_generation_prompt=add_generation_prompt, **kw)
+        return self.template.render(msgs, add_generation_prompt=add_generation_prompt,
+                                    prefill=self.config.prefill_assistant, **kw)
 
     def plan_chat(self, messages: list, *, tools=None, tool_choice=None, parallel_tool_calls: Optional[bool] = None,
                   reasoning_format: Optional[str] = None, template_kwargs: Optional[dict] = None) -> ChatPlan:
@@ -212,7 +232,9 @@ class Service:
                 parallel_tool_calls=bool(parallel_tool_calls),
                 reasoning_format=reasoning_format or self.config.reasoning_format,
                 reasoning_budget=self.config.reasoning_budget,
-                template_kwargs={**self.config.chat_template_kwargs, **_template_kwargs(template_kwargs)},
+                template_kwargs={**self.config.template_defaults(), **_template_kwargs(template_kwargs)},
+                prefill=self.config.prefill_assistant,
+                parse=not self.config.skip_chat_parsing,
             )
         except ToolSpecError as e:
             raise ApiError(400, str(e)) from None
@@ -222,6 +244,12 @@ class Service:
         # the template may already spell out BOS; do not add a second one
         add = not (self.bos_text and text.startswith(self.bos_text))
         return e.tokenize(text, add_special=add, parse_special=True)
+
+
+def _text_of(p: PromptObject) -> str:
+    if p.multimodal_data:  # (llama-server's message)
+        raise ApiError(400, "Multimodal data provided, but model does not support multimodal requests.")
+    return p.prompt_string
 
 
 # what the renderer passes to a chat template itself: a request cannot set these

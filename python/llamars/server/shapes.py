@@ -66,6 +66,18 @@ _CHAIN = ("dynatemp_range", "dynatemp_exponent", "top_n_sigma", "xtc_probability
           "dry_penalty_last_n", "dry_sequence_breakers", "mirostat", "mirostat_tau", "mirostat_eta", "min_keep")
 
 
+def logit_bias(b) -> list:
+    """llama-server's shape: [{"bias": b, "token": id}], a ban (false, -inf) as null."""
+    pairs = b.items() if isinstance(b, dict) else (b or [])
+    out = []
+    for t, v in pairs:
+        if isinstance(t, str) and t.lstrip("-").isdigit():
+            t = int(t)
+        ban = v is False or (isinstance(v, float) and v == float("-inf"))
+        out.append({"bias": None if ban else v, "token": t})
+    return out
+
+
 def settings(s: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> dict:
     """generation_settings in llama-server's shape from a request's effective fields
     (`GenerationRequest.settings()`: every field, defaults filled in by the core)."""
@@ -78,7 +90,7 @@ def settings(s: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> d
         "top_p": s["top_p"],
         "min_p": s["min_p"],
         **{k: s[k] for k in _CHAIN},
-        "logit_bias": s["logit_bias"],
+        "logit_bias": logit_bias(s["logit_bias"]),
         "n_probs": s["n_probs"],
         "post_sampling_probs": s["post_sampling_probs"],
         "ignore_eos": s["ignore_eos"],
@@ -110,7 +122,7 @@ def native_final(e: Engine, r: GenerationResult, gen: dict, model: str, index: i
         "tokens_predicted": len(r.tokens),
         "tokens_evaluated": r.tokens_evaluated,
         "generation_settings": settings(gen, model, e.n_ctx_slot, {"seed": r.seed}),
-        "prompt": e.detokenize(r.prompt_tokens),
+        "prompt": e.detokenize(r.prompt_tokens, unparse_special=True),  # (special tokens shown, as llama-server)
         "has_new_line": "\n" in r.text,
         "truncated": r.truncated,
         "stop_type": r.stop_reason,

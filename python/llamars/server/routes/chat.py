@@ -2,6 +2,7 @@
 model's chat template. A trailing assistant message is continued (prefill)."""
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 
@@ -14,7 +15,7 @@ from .. import shapes
 from ..errors import ApiError
 from ..chat_turn import ChatTurn
 from ..service import Service
-from ..sse import DONE, EventStream, event
+from ..sse import DONE, event, event_stream
 
 
 def _logprobs(e, probs: list) -> dict:
@@ -74,11 +75,20 @@ def delta_dict(d) -> dict:
     return out
 
 
+def check_messages(messages: list) -> None:
+    """llama-server's checks of a chat's messages (an empty list is accepted: the prompt is
+    the template's generation prompt alone)."""
+    for i, m in enumerate(messages):
+        if m.role != "assistant" and m.content is None:
+            raise ApiError(400, f"messages[{i}].content: All non-assistant messages must contain 'content'")
+    if len(messages) >= 2 and messages[-1].role == "assistant" and messages[-2].role == "assistant":
+        raise ApiError(400, "messages: Cannot have 2 or more assistant messages at the end of the list.")
+
+
 @post(["/chat/completions", "/v1/chat/completions"], status_code=200, summary="OpenAI chat completions")
 async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> object:
     e = svc.need()
-    if not data.messages:
-        raise ApiError(400, "messages: at least one message is required")
+    check_messages(data.messages)
     if not 1 <= data.n <= 16:
         raise ApiError(400, f"n: must be within [1, 16], got {data.n}")
     schema = _response_schema(data.response_format)
@@ -111,13 +121,17 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
             for i, (r, reply) in enumerate(results)
         ]
         ct = sum(len(r.tokens) for r, _ in results)
-        return {
+        out = {
             **base,
             "object": "chat.completion",
             "choices": choices,
             "usage": shapes.usage(len(ids), ct),
             "timings": shapes.timings(results[0][0]),
         }
+        if data.verbose or (data.verbose is None and svc.config.verbose):
+            # as llama-server: the raw prompt and result, in /completion's shape
+            out["__verbose"] = shapes.native_final(e, results[0][0], turn.req.settings(), model, 0, False, False)
+        return out
     if data.n > 1:
         raise ApiError(501, "n: streaming several choices is not supported yet", "not_supported_error")
 
@@ -146,7 +160,24 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
         finally:
             await turn.aclose()
 
-    return EventStream(chunks())
+    return event_stream(request, svc, chunks())
 
 
-ROUTES = [chat_completions]
+@post(["/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"], status_code=200,
+      summary="prompt token count of a chat request")
+async def chat_input_tokens(data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> dict:
+    """llama-server's count of the tokens a chat request's prompt would take (rendered
+    with its tools and template options, as /v1/chat/completions would)."""
+    svc.need()
+    check_messages(data.messages)
+
+    def count() -> int:
+        plan = svc.plan_chat(data.messages, tools=data.tools, tool_choice=data.tool_choice,
+                             parallel_tool_calls=data.parallel_tool_calls, reasoning_format=data.reasoning_format,
+                             template_kwargs=data.chat_template_kwargs)
+        return len(svc.chat_prompt_ids(plan.prompt))
+
+    return {"input_tokens": await asyncio.to_thread(count), "object": "response.input_tokens"}
+
+
+ROUTES = [chat_completions, chat_input_tokens]

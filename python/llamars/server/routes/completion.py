@@ -15,7 +15,7 @@ from ...schemas.openai import OAICompletionRequest
 from .. import shapes
 from ..errors import ApiError
 from ..service import Service
-from ..sse import DONE, EventStream, event
+from ..sse import DONE, EventStream, event, event_stream
 
 
 # llama-server's names for the core's fields on the native routes
@@ -57,10 +57,10 @@ async def completion(request: Request, data: JSONBody[CompletionRequest], svc: N
     if len(reqs) > 1:
         raise ApiError(501, "streaming several prompts in one request is not supported yet; send one request per prompt", "not_supported_error")
 
-    return await native_stream(svc, reqs[0], data)
+    return await native_stream(svc, reqs[0], data, request)
 
 
-async def native_stream(svc: NamedDependency[Service], req, data: JSONBody[CompletionRequest]) -> EventStream:
+async def native_stream(svc: NamedDependency[Service], req, data: JSONBody[CompletionRequest], request=None) -> EventStream:
     """llama.cpp's SSE stream: a chunk per token (content, tokens, probabilities, progress,
     running timings), then the final chunk with stop: true and the full fields."""
     e = svc.need()
@@ -97,7 +97,7 @@ async def native_stream(svc: NamedDependency[Service], req, data: JSONBody[Compl
         finally:
             await s.aclose()
 
-    return EventStream(chunks())
+    return event_stream(request, svc, chunks())
 
 
 @post("/v1/completions", status_code=200, summary="OpenAI completions")
@@ -158,7 +158,7 @@ async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest]
         finally:
             await s.aclose()
 
-    return EventStream(chunks())
+    return EventStream(chunks(), ping=svc.config.sse_ping_interval)
 
 
 ROUTES = [completion, oai_completions]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+from typing import Optional
 
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
@@ -12,7 +13,7 @@ from litestar import Response, post
 from ...embeddings import default_pooling, normalize, pool
 from ...schemas.native import EmbeddingRequest
 from ...schemas.openai import OAIEmbeddingRequest
-from ..errors import ApiError
+from ..errors import ApiError, overflow
 from ..service import Service
 from ..threaded import json_reply
 
@@ -42,7 +43,7 @@ def _inputs(svc: NamedDependency[Service], raw, field: str = "input") -> list:
         if bad:
             raise ApiError(400, f"{field}[{i}]: token id {bad[0]} is out of range [0, {e.n_vocab})")
         if len(ids) > e.n_ctx_slot:
-            raise ApiError(400, f"{field}[{i}]: {len(ids)} tokens exceed the context of {e.n_ctx_slot}", "exceed_context_size_error")
+            raise overflow(len(ids), e.n_ctx_slot)
         out.append(ids)
     return out
 
@@ -52,6 +53,10 @@ def _pooling(svc: NamedDependency[Service]) -> str:
         raise ApiError(501, "this server does not serve embeddings; start it with --embeddings", "not_supported_error")
     e = svc.need()
     return svc.config.pooling or default_pooling(e.info.get("pooling_type"))
+
+
+def _norm(svc: Service, given: Optional[float]) -> float:
+    return svc.config.embd_normalize if given is None else given
 
 
 async def _embed(svc: NamedDependency[Service], ids: list, pooling: str, norm: float):
@@ -69,7 +74,7 @@ async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Servi
     out = []
     field = "content" if data.content is not None else "input"
     for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, raw, field)):
-        out.append(await _embed(svc, ids, pooling, data.embd_normalize))
+        out.append(await _embed(svc, ids, pooling, _norm(svc, data.embd_normalize)))
     return await json_reply(lambda: [{"index": i, "embedding": rows.tolist()} for i, rows in enumerate(out)])
 
 
@@ -84,7 +89,7 @@ async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependen
         raise ApiError(400, "dimensions: this model's embeddings cannot be shortened")
     vecs, n_tok = [], 0
     for ids in await asyncio.to_thread(_inputs, svc, data.input):
-        vecs.append((await _embed(svc, ids, pooling, 2))[0])
+        vecs.append((await _embed(svc, ids, pooling, _norm(svc, data.embd_normalize)))[0])
         n_tok += len(ids)
 
     def body() -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
@@ -39,20 +39,38 @@ def fim_tokens(e) -> Dict[str, int]:
     return found
 
 
-def build(tok: Callable[[str], List[int]], fim: Dict[str, int], bos: List[int], prefix: str, suffix: str, prompt: str, extra: list) -> List[int]:
-    """[BOS] [extra] <PRE> prefix <SUF> suffix <MID> prompt, extra in the repo-level
-    layout (<REP>myproject\\n <SEP>name\\n text ... <SEP>filename\\n) when possible."""
-    out = list(bos)
-    if "rep" in fim and "sep" in fim:
-        out += [fim["rep"]] + tok("myproject\n")
-        for x in extra:
-            out += [fim["sep"]] + tok(x.filename + "\n") + tok(x.text)
-        out += [fim["sep"]] + tok("filename\n")
-    else:
-        for x in extra:
-            out += tok(x.text)
-    out += [fim["pre"]] + tok(prefix) + [fim["suf"]] + tok(suffix) + [fim["mid"]] + tok(prompt)
-    return out
+# "\n\n--- snippet ---\n\n": llama.cpp's separator of extra chunks when the model has no FIM_SEP
+_SNIPPET = "\n\n--- snippet ---\n\n"
+
+
+def build(tok: Callable[[str], List[int]], fim: Dict[str, int], bos: List[int], prefix: str, suffix: str, prompt: str,
+          extra: list, *, n_batch: int = 2048, n_ctx: int = 4096, n_predict: int = -1, spm: bool = False,
+          prompt_tok: Optional[Callable[[str], List[int]]] = None) -> List[int]:
+    """llama.cpp's format_prompt_infill: [extra] [BOS] <PRE> prefix prompt <SUF> suffix <MID>
+    (with --spm-infill: [extra] [BOS] <SUF> suffix <PRE> prefix prompt <MID>). The extra
+    context is in the repo-level layout (<REP>myproject\n <SEP>name\n text ... <SEP>filename\n)
+    when the model has those tokens. As llama.cpp, the prefix keeps its last 3/4 of a
+    batch, the suffix its first quarter less the prompt, and the extra context its last
+    tokens that leave room for a batch and twice n_predict."""
+    extra_ids: List[int] = []
+    if "rep" in fim:
+        extra_ids += [fim["rep"]] + tok("myproject\n")
+    for x in extra:
+        if "sep" in fim:
+            extra_ids += [fim["sep"]] + tok(x.filename + "\n")
+        else:
+            extra_ids += tok(_SNIPPET)
+        extra_ids += tok(x.text)
+    if "sep" in fim:
+        extra_ids += [fim["sep"]] + tok("filename\n")
+    pre, suf, mid = tok(prefix), tok(suffix), (prompt_tok or tok)(prompt)  # (the prompt's special tokens are parsed)
+    n_pre = min(len(pre), 3 * (n_batch // 4))
+    n_suf = min(len(suf), max(0, n_batch // 4 - (2 + len(mid))))
+    n_extra = min(max(0, n_ctx - n_batch - 2 * n_predict), len(extra_ids))
+    head = [fim["pre"]] + pre[len(pre) - n_pre:] + mid
+    tail = [fim["suf"]] + suf[:n_suf]
+    first, second = (tail, head) if spm else (head, tail)
+    return extra_ids[len(extra_ids) - n_extra:] + list(bos) + first + second + [fim["mid"]]
 
 
 @post("/infill", status_code=200, summary="fill in the middle")
@@ -72,7 +90,10 @@ async def infill(data: JSONBody[InfillRequest], svc: NamedDependency[Service]) -
     bos = [e.info["bos"]] if e.info.get("add_bos") and e.info.get("bos") is not None else []
 
     def prepare():
-        ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra)
+        # (as llama-server: the server's -n, not the request's, sizes the extra context)
+        ids = build(tok, fim, bos, data.input_prefix, data.input_suffix, data.prompt, data.input_extra,
+                    n_batch=svc.config.n_batch, n_ctx=e.n_ctx_slot, n_predict=svc.config.sampling.n_predict,
+                    spm=svc.config.spm_infill, prompt_tok=lambda s: e.tokenize(s, add_special=False, parse_special=True) if s else [])
         return svc.request(ids, fields, NATIVE_NAMES)
 
     req = await asyncio.to_thread(prepare)

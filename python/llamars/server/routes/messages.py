@@ -66,7 +66,7 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
         finally:
             await turn.aclose()
 
-    return EventStream(events(), dialect="anthropic")
+    return EventStream(events(), dialect="anthropic", ping=svc.config.sse_ping_interval)
 
 
 @post(["/v1/messages/count_tokens", "/messages/count_tokens"], status_code=200, summary="Anthropic token counting")

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
@@ -22,6 +24,9 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
     params = svc.default_settings()
     out = []
     for s in e.slots():
+        if s["id_task"] is None and not s["is_processing"]:  # never used: llama-server lists only these
+            out.append({"id": s["id"], "n_ctx": s["n_ctx"], "speculative": False, "is_processing": False})
+            continue
         out.append(
             {
                 "id": s["id"],
@@ -69,6 +74,21 @@ async def slot_action(svc: NamedDependency[Service], id_slot: FromPath[int], act
     raise ApiError(400, f"action: must be save, restore or erase, got {action!r}")
 
 
+def _process_start() -> int:
+    """This process's start, in Unix seconds (/proc where there is one)."""
+    try:
+        with open(f"/proc/{os.getpid()}/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as f:
+            btime = next(int(ln.split()[1]) for ln in f if ln.startswith("btime "))
+        return btime + ticks // os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration, AttributeError):
+        return int(time.time())
+
+
+PROCESS_START = _process_start()
+
+
 @get("/metrics", sync_to_thread=False)
 def metrics(svc: NamedDependency[Service]) -> Response:
     if not svc.config.metrics:
@@ -76,24 +96,33 @@ def metrics(svc: NamedDependency[Service]) -> Response:
     m = svc.need().metrics()
     pt, ps = m["prompt_tokens_total"], m["prompt_seconds_total"]
     gt, gs = m["tokens_predicted_total"], m["tokens_predicted_seconds_total"]
+    # llama-server's series, names, help texts and order (2026); the speculative-decoding
+    # counters are 0 (llamars does not speculate yet); the KV-cache gauges are llamars's own
     rows = [
-        ("counter", "prompt_tokens_total", "Number of prompt tokens processed.", pt),
-        ("counter", "prompt_seconds_total", "Prompt process time", ps),
-        ("counter", "tokens_predicted_total", "Number of generation tokens processed.", gt),
-        ("counter", "tokens_predicted_seconds_total", "Predict process time", gs),
-        ("counter", "n_decode_total", "Total number of llama_decode() calls", m["n_decode_total"]),
-        ("counter", "n_tokens_max", "Largest observed n_tokens.", m["kv_cache_tokens"]),
+        ("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", pt),
+        ("counter", "prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
+         m.get("prompt_tokens_cached_total", 0)),
+        ("counter", "prompt_seconds_total", "Total time spent processing prompts", ps),
+        ("counter", "tokens_predicted_total", "Number of generation tokens processed", gt),
+        ("counter", "tokens_predicted_seconds_total", "Total time spent generating tokens", gs),
+        ("counter", "n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and "
+         "multimodal decoding", m["n_decode_total"]),
+        ("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)", m.get("n_tokens_max", 0)),
+        ("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0),
+        ("counter", "spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", 0),
+        ("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0),
+        ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", pt / ps if ps else 0.0),
+        ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s", gt / gs if gs else 0.0),
+        ("gauge", "requests_processing", "Number of requests processing", m["requests_processing"]),
+        ("gauge", "requests_deferred", "Number of requests deferred", m["requests_deferred"]),
         ("gauge", "n_busy_slots_per_decode", "Average number of busy slots per llama_decode() call",
          m["n_busy_slots_total"] / m["n_decode_total"] if m["n_decode_total"] else 0.0),
-        ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s.", pt / ps if ps else 0.0),
-        ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s.", gt / gs if gs else 0.0),
         ("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", m["kv_cache_usage_ratio"]),
         ("gauge", "kv_cache_tokens", "KV-cache tokens.", m["kv_cache_tokens"]),
-        ("gauge", "requests_processing", "Number of requests processing.", m["requests_processing"]),
-        ("gauge", "requests_deferred", "Number of requests deferred.", m["requests_deferred"]),
     ]
     text = "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {t}\nllamacpp:{n} {v}\n" for t, n, h, v in rows)
-    return Response(text, media_type="text/plain; version=0.0.4")
+    return Response(text, media_type="text/plain; version=0.0.4",
+                    headers={"Process-Start-Time-Unix": str(PROCESS_START)})
 
 
 ROUTES = [slots, slot_action, metrics]

@@ -62,7 +62,7 @@ def props(svc: NamedDependency[Service]) -> dict:
         "media_marker": "",
         "cors_proxy_enabled": False,
         "ui": svc.config.webui,
-        "ui_settings": {},
+        "ui_settings": svc.config.ui_config,
     }
 
 
@@ -108,8 +108,8 @@ def models(svc: NamedDependency[Service]) -> dict:
         "data": [
             {
                 "id": svc.model_id,
-                "aliases": [svc.model_id],
-                "tags": [],
+                "aliases": svc.config.aliases,
+                "tags": sorted(set(svc.config.tags)),
                 "object": "model",
                 "created": svc.created,
                 "owned_by": "llamars",
