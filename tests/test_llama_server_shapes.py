@@ -75,3 +75,57 @@ def test_tokenize_props_models_chat_slots_shapes(srv):
     chat = httpx.post(srv.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "temperature": 0}).json()
     assert missing(FIX["chat"], chat) == []
     assert missing(FIX["slots"], httpx.get(srv.url + "/slots").json()) == []
+
+
+# ------------------------------------------------------------------ 2026 details (capture_2026.py)
+
+FIX26 = json.loads((Path(__file__).parent / "fixtures" / "llama_server" / "shapes-2026.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def srv26(model_path):
+    from llamars import Engine
+
+    e = Engine(model_path, n_ctx=1024, n_parallel=2)  # llama-server's run: -c 1024 -np 2 --metrics
+    s = LiveServer(create_app(ServerConfig(model=model_path, metrics=True), engine=e)).start()
+    yield s
+    s.stop()
+    e.close()
+
+
+def test_2026_metrics_and_slots(srv26):
+    httpx.post(srv26.url + "/completion", json={"prompt": "Hello", "n_predict": 4})
+    m = httpx.get(srv26.url + "/metrics")
+    assert set(FIX26["metrics_headers"]) <= {k.lower() for k in m.headers}
+    ours = [ln.split()[0].split(":", 1)[1] for ln in m.text.splitlines() if ln.startswith("llamacpp:")]
+    assert ours[:len(FIX26["metrics_series"])] == FIX26["metrics_series"]  # the same series, in order (then llamars's own)
+    used = next(s for s in httpx.get(srv26.url + "/slots").json() if "id_task" in s)
+    assert missing(FIX26["slot_used"], used) == []
+
+
+def test_2026_errors_input_tokens_and_verbose(srv26):
+    big = {"messages": [{"role": "user", "content": "hello " * 600}], "max_tokens": 4}
+    for key, body in (("overflow_error", big), ("overflow_error_stream", {**big, "stream": True})):
+        r = httpx.post(srv26.url + "/v1/chat/completions", json=body)
+        assert r.status_code == FIX26[key]["error"]["code"]
+        assert missing(FIX26[key], r.json()) == [] and r.json()["error"]["n_ctx"] == FIX26[key]["error"]["n_ctx"]
+    r = httpx.post(srv26.url + "/v1/chat/completions/input_tokens", json={"messages": [{"role": "user", "content": "hi"}]}).json()
+    assert missing(FIX26["input_tokens"], r) == [] and r["object"] == FIX26["input_tokens"]["object"]
+    v = httpx.post(srv26.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                                                             "verbose": True}).json()
+    assert missing(FIX26["chat_verbose"], v) == []
+
+
+def test_2026_resumable_stream_and_preflight(srv26):
+    body = {"prompt": "Once upon a time", "n_predict": 6, "stream": True}
+    with httpx.stream("POST", srv26.url + "/completion", json=body, headers={"X-Conversation-Id": "capture-1"}) as r:
+        r.read()
+    look = httpx.post(srv26.url + "/v1/streams/lookup", json={"conversation_ids": ["capture-1"]}).json()
+    assert missing(FIX26["stream_lookup"], look) == []
+    r = httpx.get(srv26.url + "/v1/stream", params={"conv_id": "nope"})
+    assert r.status_code == FIX26["stream_not_found"]["status"]
+    assert r.json()["error"]["type"] == FIX26["stream_not_found"]["body"]["error"]["type"]
+    assert httpx.delete(srv26.url + "/v1/stream", params={"conv_id": "capture-1"}).status_code == FIX26["stream_delete_status"]
+    pre = httpx.options(srv26.url + "/v1/chat/completions", headers={"Origin": "http://example.test", "Access-Control-Request-Method": "POST"})
+    assert pre.status_code == FIX26["preflight"]["status"]
+    assert set(FIX26["preflight"]["headers"]) <= {k.lower() for k in pre.headers}

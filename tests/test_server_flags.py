@@ -463,3 +463,18 @@ def test_stream_resume_errors_and_stop(live, engine):
         assert time.monotonic() - t0 < 10, "DELETE /v1/stream did not stop the generation"
         time.sleep(0.05)
     assert httpx.get(s.url + "/v1/stream", params={"conv_id": "long"}).status_code == 404
+
+
+def test_responses_stream_timings(live):
+    s = live()
+    body = {"input": "Say hi", "max_output_tokens": 4, "stream": True, "store": False, "timings_per_token": True}
+    with httpx.stream("POST", s.url + "/v1/responses", json=body, timeout=60) as r:
+        ev = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
+    deltas = [e for e in ev if e["type"].endswith(".delta")]
+    assert deltas and all("timings" in e and e["timings"]["predicted_n"] >= 1 for e in deltas)
+    done = ev[-1]
+    assert done["type"] in ("response.completed", "response.incomplete") and done["timings"]["predicted_n"] == 4
+    body["timings_per_token"] = False
+    with httpx.stream("POST", s.url + "/v1/responses", json=body, timeout=60) as r:
+        ev = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
+    assert not any("timings" in e for e in ev if e["type"].endswith(".delta")) and "timings" in ev[-1]

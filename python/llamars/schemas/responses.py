@@ -31,6 +31,7 @@ class ResponsesRequest(Sampling, kw_only=True):
     reasoning_format: Optional[str] = None  # llama.cpp extension, as in chat completions
     chat_template_kwargs: Optional[Dict[str, Any]] = None
     cache_prompt: bool = True
+    timings_per_token: bool = False  # llama.cpp extension: `timings` on the stream's delta events
 
 
 __all__ = ["ResponsesRequest"]

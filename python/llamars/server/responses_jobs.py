@@ -16,6 +16,7 @@ from typing import AsyncIterator, Dict, List, Optional, Set
 
 from ..config import ServerConfig
 from . import responses_convert as conv
+from . import shapes
 from .errors import ApiError, classify
 from .response_store import RESTART_MESSAGE, UNFINISHED, SQLiteStore, StoreError, failed
 from .responses_stream import Emitter
@@ -39,6 +40,7 @@ class Job:
         self.flushed = 0
         self.finished = False
         self.cancel_reason: Optional[str] = None
+        self.timings_per_token = False  # llama.cpp's telemetry on the delta events
         self.task: Optional[asyncio.Task] = None
         self._subs: List[asyncio.Queue] = []
 
@@ -167,6 +169,7 @@ class Responses:
 
         await turn.start()  # refused requests fail here, before the 200
         job = Job(resp, bool(data.background), bool(data.store), items, context)
+        job.timings_per_token = bool(data.timings_per_token)
         if job.store:
             self.jobs[job.id] = job
         if job.background:
@@ -209,10 +212,17 @@ class Responses:
         try:
             em.start(job.response)
             job.response["status"] = "in_progress"
-            last_flush = time.monotonic()
-            async for _c, delta in turn.deltas():
+            last_flush = t0 = time.monotonic()
+            n_out = 0
+            async for c, delta in turn.deltas():
+                n_out += c.token is not None
                 if delta is not None:
+                    before = em.last
                     em.feed(delta)
+                    progress = turn.stream.prompt_progress if turn.stream is not None else None
+                    if job.timings_per_token and em.last is not before and progress is not None:
+                        # (set before the loop next yields: the event is not sent yet)
+                        em.last["timings"] = shapes.running_timings(progress, n_out, (time.monotonic() - t0) * 1e3)
                 if job.background and time.monotonic() - last_flush >= FLUSH_SECONDS:
                     await self._flush(job)
                     last_flush = time.monotonic()
@@ -233,7 +243,7 @@ class Responses:
             if final is None:
                 final = failed(job.response, SHUTDOWN_MESSAGE)
             job.response = final
-            em.terminal(final)
+            em.terminal(final, shapes.timings(turn.result) if turn.result is not None else None)
             try:
                 if job.store:
                     await self._io("save", final, job.items, job.context)

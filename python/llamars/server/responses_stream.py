@@ -47,9 +47,12 @@ class Emitter:
         self.items: List[dict] = []  # finished output items, in order
         self._open: Optional[_Open] = None
         self._calls: Dict[int, dict] = {}  # call index → its finished or open item
+        self.last: Optional[dict] = None  # the latest event emitted
 
     def _ev(self, type_: str, **fields) -> None:
-        self._emit({"type": type_, **fields})
+        ev = {"type": type_, **fields}
+        self.last = ev
+        self._emit(ev)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, response: dict) -> None:
@@ -71,10 +74,11 @@ class Emitter:
             self._close(status)
         return self.items
 
-    def terminal(self, response: dict) -> None:
+    def terminal(self, response: dict, timings: Optional[dict] = None) -> None:
+        """The terminal event; llama.cpp's telemetry: `timings` of the generation on it."""
         t = TERMINAL_EVENT.get(response["status"])
         if t is not None:
-            self._ev(t, response=copy.deepcopy(response))
+            self._ev(t, response=copy.deepcopy(response), **({"timings": timings} if timings else {}))
 
     # ------------------------------------------------------------------ deltas
     def feed(self, d: ReplyDelta) -> None:

@@ -35,7 +35,8 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "speculative": False,
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
-                "n_prompt_tokens": s["n_prompt_tokens"],
+                # (an idle slot reports the tokens it holds, as llama-server's prompt.tokens)
+                "n_prompt_tokens": s["n_prompt_tokens"] if s["is_processing"] else s["n_cached"],
                 "n_prompt_tokens_cache": s["n_cached"] if not s["is_processing"] else 0,
                 "n_prompt_tokens_processed": s["n_prompt_tokens"],
                 "params": params,
