@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -117,7 +118,8 @@ def test_chat_flags_reach_the_template(live):
     assert "|thinking=True|" in p
     s = live(["--chat-template", TEMPLATE, "-rea", "auto", "--reasoning-effort", "default"])
     p = httpx.post(s.url + "/apply-template", json={"messages": msgs}).json()["prompt"]
-    assert "|thinking=|effort=|preserve=|" in p  # the template's own defaults
+    # auto: as llama-server, enable_thinking is true for a template that reads it; the rest are the template's defaults
+    assert "|thinking=True|effort=|preserve=|" in p
 
 
 def test_a_template_gets_todays_date(live):
@@ -478,3 +480,20 @@ def test_responses_stream_timings(live):
     with httpx.stream("POST", s.url + "/v1/responses", json=body, timeout=60) as r:
         ev = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ")]
     assert not any("timings" in e for e in ev if e["type"].endswith(".delta")) and "timings" in ev[-1]
+
+
+REASONING = json.loads((Path(__file__).parent / "fixtures" / "llama_server" / "reasoning-2026.json").read_text())
+
+
+@pytest.mark.parametrize("name", sorted(REASONING["prompts"]))
+def test_reasoning_prompt_endings_as_llama_server(live, name):
+    """The prompt llama-server renders for each template under --reasoning on / off / auto
+    (captured by capture_reasoning_2026.py): DeepSeek-R1 distills and QwQ end `<think>\\n`,
+    or `<think>\\n</think>` with thinking off; Qwen3 `<think>\\n\\n</think>\\n\\n` off;
+    Command R7B `<|START_THINKING|><|END_THINKING|>` off; Llama 3.1 prints today's date."""
+    path = Path(__file__).parent / "fixtures" / "reasoning_templates" / name
+    for mode, want in REASONING["prompts"][name].items():
+        s = live(["--chat-template-file", str(path), "--reasoning", mode])
+        got = httpx.post(s.url + "/apply-template", json={"messages": REASONING["messages"]}).json()["prompt"]
+        want = want.replace(REASONING["date"], datetime.now().strftime("%d %b %Y"))
+        assert got == want, (name, mode, got[-80:], want[-80:])

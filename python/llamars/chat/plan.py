@@ -125,6 +125,36 @@ def _with_system(msgs: List[Dict[str, Any]], text: str) -> List[Dict[str, Any]]:
     return [{"role": "system", "content": text}] + msgs
 
 
+def thinking_kwargs(template: ChatTemplate, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """The template variables with `enable_thinking` as llama-server passes it: when not
+    set, true for a template that reads it (--reasoning auto: the template decides)."""
+    out = dict(kwargs)
+    if "enable_thinking" not in out and "enable_thinking" in (template.source or ""):
+        out["enable_thinking"] = True
+    return out
+
+
+def close_thinking_prompt(template: ChatTemplate, prompt: str, kwargs: Dict[str, Any]) -> str:
+    """With thinking off (--reasoning off, enable_thinking false), as llama-server: a
+    prompt the template left inside an open thinking block (DeepSeek-R1 distills, QwQ:
+    `<think>\n`) gets the block closed (`<think>\n</think>`); a template that can think
+    but opened no block (Command R7B) gets an empty one
+    (`<|START_THINKING|><|END_THINKING|>`); a template that handles the switch itself
+    (Qwen3: `<think>\n\n</think>\n\n`) is left as it rendered."""
+    if kwargs.get("enable_thinking") is not False:
+        return prompt
+    fmt = detect_format(template.source or "")
+    start, end = fmt.reasoning if fmt is not None else ("<think>", "</think>")
+    tail = prompt.rstrip()
+    if tail.endswith(end):
+        return prompt
+    if tail.endswith(start):
+        return prompt + end
+    if start in (template.source or "") and start != "<think>":
+        return prompt + start + end
+    return prompt
+
+
 def plan_chat(
     template: ChatTemplate,
     messages: list,
@@ -156,7 +186,10 @@ def plan_chat(
     kwargs = dict(template_kwargs or {})
     if reasoning_budget == 0:
         kwargs.setdefault("enable_thinking", False)
+    kwargs = thinking_kwargs(template, kwargs)
     prompt = template.render(msgs, add_generation_prompt, tools=render_tools, prefill=prefill, **kwargs)
+    if add_generation_prompt and not (prefill and msgs and msgs[-1].get("role") == "assistant"):
+        prompt = close_thinking_prompt(template, prompt, kwargs)
     open_tag = (fmt.reasoning if fmt else ("<think>", "</think>"))[0]
     thinking_open = reasoning_format != "none" and prompt.rstrip().endswith(open_tag)
     constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None else None

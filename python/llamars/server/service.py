@@ -212,10 +212,17 @@ class Service:
     def render_chat(self, messages: list, add_generation_prompt: bool = True, kwargs: Optional[dict] = None) -> str:
         self.need()
         self._check_counts(messages)
+        from ..chat.plan import close_thinking_prompt, thinking_kwargs
+
         kw = {**self.config.template_defaults(), **_template_kwargs(kwargs)}
+        if self.config.reasoning_budget == 0:
+            kw.setdefault("enable_thinking", False)
+        kw = thinking_kwargs(self.template, kw)
         msgs = [{k: v for k, v in (m if isinstance(m, dict) else _struct_dict(m)).items() if v is not None} for m in messages]
-        return self.template.render(msgs, add_generation_prompt=add_generation_prompt,
-                                    prefill=self.config.prefill_assistant, **kw)
+        prompt = self.template.render(msgs, add_generation_prompt=add_generation_prompt,
+                                      prefill=self.config.prefill_assistant, **kw)
+        prefilled = self.config.prefill_assistant and msgs and msgs[-1].get("role") == "assistant"
+        return close_thinking_prompt(self.template, prompt, kw) if add_generation_prompt and not prefilled else prompt
 
     def plan_chat(self, messages: list, *, tools=None, tool_choice=None, parallel_tool_calls: Optional[bool] = None,
                   reasoning_format: Optional[str] = None, template_kwargs: Optional[dict] = None) -> ChatPlan:
