@@ -497,3 +497,55 @@ def test_reasoning_prompt_endings_as_llama_server(live, name):
         got = httpx.post(s.url + "/apply-template", json={"messages": REASONING["messages"]}).json()["prompt"]
         want = want.replace(REASONING["date"], datetime.now().strftime("%d %b %Y"))
         assert got == want, (name, mode, got[-80:], want[-80:])
+
+
+def test_stream_sessions_are_bounded():
+    """Distinct conversation ids cannot grow the memory without bound: past the cap the
+    oldest finished sessions go first; a session keeps its last `cap` bytes (trimmed in
+    steps), and a reader behind them is told so."""
+    from llamars.server.streams import OffsetLost, StreamSessions
+
+    async def run():
+        async def events(n):
+            for i in range(n):
+                yield b"x" * 100
+
+        ss = StreamSessions(max_sessions=3, cap=1000)
+        for i in range(5):
+            s = ss.start(f"c{i}", events(3))
+            await s.task
+        assert sorted(ss.sessions) == ["c2", "c3", "c4"]
+        big = ss.start("big", events(30))
+        await big.task
+        assert big.total == 3000 and 1000 <= len(big.buf) <= 1250 and big.dropped == big.total - len(big.buf)
+        with pytest.raises(OffsetLost):
+            async for _ in big.read_from(0):
+                pass
+        tail = b"".join([c async for c in big.read_from(big.dropped)])
+        assert len(tail) == len(big.buf)
+        await ss.close()
+
+    asyncio.run(run())
+
+
+def test_stream_lookup_is_bounded(live):
+    s = live()
+    r = httpx.post(s.url + "/v1/streams/lookup", json={"conversation_ids": ["a"] * 5000})
+    assert r.status_code == 400 and "conversation_ids" in r.json()["error"]["message"]
+
+
+def test_embd_normalize_large_p_and_bad_values(engine, model_path):
+    from llamars.embeddings import normalize
+
+    rows = np.array([[3.0, -4.0, 1e-3], [200.0, 1.0, 0.0]], dtype=np.float32)
+    for p in (3, 50, 500):
+        out = normalize(rows, p).astype(np.float64)
+        assert np.all(np.isfinite(out))
+        assert np.allclose((np.abs(out) ** p).sum(axis=1) ** (1 / p), 1.0, rtol=1e-5)
+    s = LiveServer(create_app(ServerConfig(model=model_path, embedding=True, pooling="mean"), engine=engine)).start()
+    try:
+        r = httpx.post(s.url + "/embedding", content=b'{"content": "hi", "embd_normalize": 1e999}',
+                       headers={"content-type": "application/json"})
+        assert r.status_code == 400  # (JSON has no infinity: the decoder refuses a number out of range)
+    finally:
+        s.stop()

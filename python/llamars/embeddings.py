@@ -44,7 +44,10 @@ def normalize(rows: np.ndarray, embd_normalize: float) -> np.ndarray:
         s = np.abs(x).sum(axis=1, keepdims=True)
     elif embd_normalize == 2:
         s = np.sqrt((x * x).sum(axis=1, keepdims=True))
-    else:
-        s = (np.abs(x) ** embd_normalize).sum(axis=1, keepdims=True) ** (1.0 / embd_normalize)
+    else:  # p-norm, scaled by the row's largest magnitude so a large p neither overflows nor underflows
+        a = np.abs(x)
+        m = a.max(axis=1, keepdims=True)
+        m1 = np.where(m > 0, m, 1.0)
+        s = m * ((a / m1) ** embd_normalize).sum(axis=1, keepdims=True) ** (1.0 / embd_normalize)
     inv = np.where(s > 0, 1.0 / np.where(s > 0, s, 1.0), 0.0)
     return (x * inv).astype(np.float32)

@@ -17,6 +17,11 @@ from typing import AsyncIterator, Dict, List, Optional
 
 TTL_SECONDS = 300
 MAX_BYTES = 4 * 1024 * 1024
+# at most this many sessions are kept: past it the oldest finished ones are forgotten first
+# (live ones are bounded by the engine's slots and queue), so distinct conversation ids
+# cannot grow the memory without bound
+MAX_SESSIONS = 256
+MAX_LOOKUP_IDS = 4096  # conversation ids one lookup may name
 
 
 class OffsetLost(Exception):
@@ -42,7 +47,7 @@ class StreamSession:
     async def write(self, data: bytes) -> None:
         async with self.cond:
             self.buf += data
-            if len(self.buf) > self.cap:
+            if len(self.buf) > self.cap + self.cap // 4:  # trim in steps: amortised, not per event
                 cut = len(self.buf) - self.cap
                 del self.buf[:cut]
                 self.dropped += cut
@@ -77,14 +82,19 @@ class StreamSession:
 
 
 class StreamSessions:
-    def __init__(self, ttl: int = TTL_SECONDS, cap: int = MAX_BYTES) -> None:
-        self.ttl, self.cap = ttl, cap
+    def __init__(self, ttl: int = TTL_SECONDS, cap: int = MAX_BYTES, max_sessions: int = MAX_SESSIONS) -> None:
+        self.ttl, self.cap, self.max_sessions = ttl, cap, max_sessions
         self.sessions: Dict[str, StreamSession] = {}
 
     def _gc(self) -> None:
         cutoff = time.time() - self.ttl
         for k in [k for k, s in self.sessions.items() if s.done and (s.completed_at or 0) < cutoff]:
             del self.sessions[k]
+        over = len(self.sessions) - self.max_sessions + 1  # room for one more
+        if over > 0:
+            done = sorted((s.completed_at or 0, k) for k, s in self.sessions.items() if s.done)
+            for _, k in done[:over]:
+                del self.sessions[k]
 
     def start(self, conversation_id: str, events: AsyncIterator[bytes]) -> StreamSession:
         """A new session for `conversation_id` fed by `events` (an older one is stopped)."""

@@ -19,7 +19,7 @@ from ..sse import EventStream, named_event
 @post(["/v1/messages", "/messages"], status_code=200, summary="Anthropic Messages API")
 async def messages(request: Request, data: JSONBody[MessagesRequest], svc: NamedDependency[Service]) -> object:
     A.check(data)
-    msgs, tools, choice, parallel = A.to_chat(data)
+    msgs, tools, choice, parallel = await asyncio.to_thread(A.to_chat, data)  # (grows with the input)
     turn = await ChatTurn.prepare(
         svc, msgs, data, tools=tools, tool_choice=choice, parallel_tool_calls=parallel, schema=A.output_schema(data),
         conflict="output_config.format: structured output cannot be combined with tool use",
@@ -71,7 +71,7 @@ async def messages(request: Request, data: JSONBody[MessagesRequest], svc: Named
 
 @post(["/v1/messages/count_tokens", "/messages/count_tokens"], status_code=200, summary="Anthropic token counting")
 async def count_tokens(request: Request, data: JSONBody[CountTokensRequest], svc: NamedDependency[Service]) -> dict:
-    msgs, tools, choice, parallel = A.to_chat(data)
+    msgs, tools, choice, parallel = await asyncio.to_thread(A.to_chat, data)
     plan = await asyncio.to_thread(svc.plan_chat, msgs, tools=tools, tool_choice=choice, parallel_tool_calls=parallel)
     return {"input_tokens": len(await asyncio.to_thread(svc.chat_prompt_ids, plan.prompt))}
 

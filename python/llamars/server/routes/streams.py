@@ -11,10 +11,10 @@ from litestar.di import NamedDependency
 from litestar.params import FromQuery, JSONBody, QueryParameter
 from litestar.response import Response
 
-from ..errors import error_response
+from ..errors import ApiError, error_response
 from ..service import Service
 from ..sse import EventStream
-from ..streams import OffsetLost
+from ..streams import MAX_LOOKUP_IDS, OffsetLost
 
 
 @get("/v1/stream", sync_to_thread=False)
@@ -55,6 +55,8 @@ def stream_stop(svc: NamedDependency[Service], conv_id: FromQuery[Optional[str]]
 @post("/v1/streams/lookup", status_code=200)
 async def streams_lookup(svc: NamedDependency[Service], data: JSONBody[dict]) -> list:
     ids = data.get("conversation_ids") if isinstance(data, dict) else None
+    if isinstance(ids, list) and len(ids) > MAX_LOOKUP_IDS:
+        raise ApiError(400, f"conversation_ids: at most {MAX_LOOKUP_IDS} ids per lookup, got {len(ids)}")
     wanted = [i for i in ids if isinstance(i, str) and i] if isinstance(ids, list) else []
     return svc.streams.lookup(wanted)
 
