@@ -108,6 +108,30 @@ def test_tool_result_turn_continues(oai):
     assert r2.usage.prompt_tokens > r3.usage.prompt_tokens + 10
 
 
+def test_auto_after_a_tool_result_ends_in_content(oai):
+    """The agent loop ends: on a template with no tool format of its own (the default
+    model's), the turn after tool results under tool_choice auto answers in content,
+    as llama-server's turn there does, instead of calling the tool again; required
+    still calls."""
+    r = oai.chat.completions.create(model="any", messages=ASK, tools=TOOLS, tool_choice="required", **G)
+    msg = r.choices[0].message
+    follow = ASK + [msg.model_dump(exclude_none=True)] + [
+        {"role": "tool", "tool_call_id": tc.id, "content": "Sunny, 24 degrees"} for tc in msg.tool_calls]
+    for stream in (False, True):
+        if stream:
+            parts = list(oai.chat.completions.create(model="any", messages=follow, tools=TOOLS, tool_choice="auto", stream=True, **G))
+            content = "".join(p.choices[0].delta.content or "" for p in parts if p.choices)
+            assert not any(p.choices[0].delta.tool_calls for p in parts if p.choices)
+            finish = [p.choices[0].finish_reason for p in parts if p.choices and p.choices[0].finish_reason][-1]
+        else:
+            r2 = oai.chat.completions.create(model="any", messages=follow, tools=TOOLS, tool_choice="auto", **G)
+            assert r2.choices[0].message.tool_calls is None
+            content, finish = r2.choices[0].message.content, r2.choices[0].finish_reason
+        assert content and not content.lstrip().startswith("{") and finish in ("stop", "length")
+    r3 = oai.chat.completions.create(model="any", messages=follow, tools=TOOLS, tool_choice="required", **G)
+    assert r3.choices[0].message.tool_calls and r3.choices[0].finish_reason == "tool_calls"
+
+
 def test_auto_is_constrained_to_calls_or_a_reply(oai):
     r = oai.chat.completions.create(model="any", messages=ASK, tools=TOOLS, tool_choice="auto", **G)
     m = r.choices[0].message

@@ -256,14 +256,16 @@ def _busy(c: httpx.Client) -> list:
     return [x for x in c.get("/slots").json() if x["is_processing"]]
 
 
-def _slot_state(c: httpx.Client) -> dict:
-    return c.get("/slots").json()[0]
+def _predicted_total(c: httpx.Client) -> int:
+    line = next(x for x in c.get("/metrics").text.splitlines() if x.startswith("llamacpp:tokens_predicted_total "))
+    return int(float(line.split()[1]))
 
 
 def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
-    s = live()
+    s = live(metrics=True)
     with httpx.Client(base_url=s.url, timeout=60) as mon:
         assert _busy(mon) == []
+        predicted_before = _predicted_total(mon)
         try:
             with httpx.Client(base_url=s.url, timeout=60) as c:
                 body = {"prompt": "Once upon a time", "n_predict": 2000, "ignore_eos": True, "temperature": 0, "stream": True}
@@ -277,21 +279,33 @@ def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
                             events += 1
                             if events == 3:
                                 break
-                    assert len(_busy(mon)) == 1  # generating while we hold the stream open
+                    busy = _busy(mon)
+                    assert len(busy) == 1  # generating while we hold the stream open
+                    assert busy[0]["next_token"][0]["has_next_token"] is True
                 # leaving the blocks closes the connection with the response half read
             t0 = time.monotonic()
             while _busy(mon):
                 # generous: on a loaded 2-core machine the loop may need a few seconds to see it
                 assert time.monotonic() - t0 < 15, f"slot still busy {time.monotonic() - t0:.1f}s after the client went away: {_busy(mon)}"
                 time.sleep(0.05)
-            freed = _slot_state(mon)
-            assert freed["next_token"][0]["n_decoded"] < 2000
+            freed = next(x for x in mon.get("/slots").json() if x["id"] == busy[0]["id"])
+            # as llama-server reports a cancelled task: idle, its counters reset, but
+            # has_next_token still true (it never reached a stop)
+            assert freed["is_processing"] is False and freed["id_task"] == busy[0]["id_task"]
+            assert freed["next_token"][0] == {"has_new_line": False, "has_next_token": True, "n_remain": -1, "n_decoded": 0}
+            assert freed["n_prompt_tokens_processed"] == 0 and freed["n_prompt_tokens_cache"] == 0
+            assert 3 <= freed["n_prompt_tokens"] < 2000 + 16  # the tokens the slot holds: prompt and what was generated
+            # the cancelled task's tokens count as predicted, as llama-server flushes them
+            cancelled_n = _predicted_total(mon) - predicted_before
+            assert 3 <= cancelled_n < 2000
         finally:
             for x in _busy(mon):  # do not leave the shared engine generating for the next tests
                 engine.cancel(x["id_task"])
         # the server and the slot still work
         r = mon.post("/completion", json={"prompt": "Hello", "n_predict": 2, "temperature": 0})
         assert r.status_code == 200 and r.json()["tokens_predicted"] == 2
+        done = next(x for x in mon.get("/slots").json() if x["id"] == r.json()["id_slot"])
+        assert done["next_token"][0]["has_next_token"] is False  # this one reached its stop
 
 
 # ------------------------------------------------------------------ request body limit

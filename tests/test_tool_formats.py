@@ -111,6 +111,8 @@ def test_native_template_renders_tools_calls_and_results(stem):
     assert "Be brief." in p
     assert p.endswith(GEN_PROMPT_END[stem])
     assert plan.thinking_open == (stem == "deepseek_r1")
+    # a native format may call again after the tool results (only the generic format answers)
+    assert plan.constraint == FORMATS[fmt_name].constraint(parse_tools(TOOLS), plan.choice, False) != FORMATS["generic"].answer()
     # no tools: no tool definitions, and no format
     plain = plan_chat(template(stem), [{"role": "user", "content": "Hi"}])
     assert "Search the web" not in plain.prompt and plain.format is None and plain.constraint is None
@@ -152,9 +154,17 @@ def test_gemma_generic_format_folds_tool_history():
     assert result_turn.startswith("user\n")
     assert json.loads(result_turn[len("user\n"):].split("<end_of_turn>")[0]) == {"tool_response": {"tool": "get_weather", "content": "18°C and sunny"}}
     assert p.endswith("<start_of_turn>model\n")
-    # the generic format's grammar is a JSON schema, not lazy
+    # the generic format's grammar is a JSON schema, not lazy; after the tool results,
+    # under auto, it allows only the reply (the loop ends in content, as llama-server's)
     kw = plan.gen_kwargs()
     assert set(kw) == {"json_schema"}
+    assert kw["json_schema"] == {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False}
+    # a turn that follows the user may call; required must call, also after results
+    first = plan_chat(t, HISTORY[:2], tools=TOOLS)
+    assert HISTORY[1]["role"] == "user" and first.constraint == FORMATS["generic"].constraint(parse_tools(TOOLS), first.choice, False)
+    assert "anyOf" in first.gen_kwargs()["json_schema"]
+    again = plan_chat(t, HISTORY, tools=TOOLS, tool_choice="required").gen_kwargs()["json_schema"]
+    assert "response" not in json.dumps(again) and "tool_call" in json.dumps(again)
 
 
 def test_generic_folds_parallel_calls_and_keeps_content():

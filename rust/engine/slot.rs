@@ -38,6 +38,8 @@ pub struct Slot {
     /// Counters over the slot's life.
     pub n_decoded_last: usize,
     pub id_task_last: Option<u64>,
+    /// The last task ended without reaching a stop (cancelled or failed).
+    pub ended_early: bool,
     /// Sliding-window checkpoints taken at prompt chunk ends, oldest first.
     pub checkpoints: Vec<Checkpoint>,
 }
@@ -69,8 +71,12 @@ pub struct SlotInfo {
     /// Tokens the slot's KV cache holds.
     pub n_cached: usize,
     pub n_prompt_tokens: usize,
+    /// Of the running task's prompt, the tokens reused from the cache.
+    pub n_prompt_cached: usize,
     pub n_decoded: usize,
     pub n_remain: Option<usize>,
+    /// Generating, or the last task ended before a stop (llama-server's `has_next_token`).
+    pub has_next_token: bool,
 }
 
 /// Pick a free slot for `prompt`: the most similar cached prompt (similarity >=
@@ -96,7 +102,7 @@ mod tests {
     fn slot(id: usize, toks: &[u32], last_used: u64) -> Slot {
         let mut cells = SeqCells::new(None);
         cells.push(toks);
-        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None, checkpoints: Vec::new() }
+        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() }
     }
 
     #[test]

@@ -36,7 +36,7 @@ impl LoopState {
         let kv = KvStore::new(cfg.n_parallel, n_ctx_slot, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?;
         let ring = m.kv_ring(&kv);
         let slots = (0..cfg.n_parallel)
-            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, checkpoints: Vec::new() })
+            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() })
             .collect();
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, ..Metrics::default() };
         Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
@@ -56,6 +56,7 @@ impl LoopState {
         let s = &mut self.slots[si];
         s.last_used = self.clock;
         s.n_decoded_last = n_decoded;
+        s.ended_early = err.is_some();
         let now = Instant::now();
         let prompt_ms = t.prompt_done.unwrap_or(now).duration_since(t.started).as_secs_f64() * 1e3;
         let predicted_ms = t.prompt_done.map(|p| now.duration_since(p).as_secs_f64() * 1e3).unwrap_or(0.0);
@@ -110,8 +111,10 @@ impl LoopState {
                 id_task: s.task.as_ref().map(|t| t.req.id).or(s.id_task_last),
                 n_cached: s.cells.n_past(),
                 n_prompt_tokens: s.task.as_ref().map(|t| t.n_prompt).unwrap_or(0),
+                n_prompt_cached: s.task.as_ref().map(|t| t.tokens_cached).unwrap_or(0),
                 n_decoded: s.task.as_ref().map(|t| t.dec.tokens.len()).unwrap_or(s.n_decoded_last),
                 n_remain: s.task.as_ref().and_then(|t| t.dec.params.max_tokens.map(|m| m.saturating_sub(t.dec.tokens.len()))),
+                has_next_token: s.task.is_some() || s.ended_early,
             })
             .collect();
         let mut metrics = self.metrics.clone();

@@ -223,8 +223,10 @@ impl PyEngine {
             d.set_item("id_task", s.id_task)?;
             d.set_item("n_cached", s.n_cached)?;
             d.set_item("n_prompt_tokens", s.n_prompt_tokens)?;
+            d.set_item("n_prompt_cached", s.n_prompt_cached)?;
             d.set_item("n_decoded", s.n_decoded)?;
             d.set_item("n_remain", s.n_remain)?;
+            d.set_item("has_next_token", s.has_next_token)?;
             l.append(d)?;
         }
         Ok(l)

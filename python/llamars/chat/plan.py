@@ -179,6 +179,7 @@ def plan_chat(
     fmt = detect_format(template.source) if choice.mode != "none" else None
     if choice.mode != "none" and fmt is not None and not caps.tools and fmt is not FORMATS["generic"]:
         fmt = FORMATS["generic"]  # the template cannot show the tools: use the generic format
+    after_results = bool(msgs) and msgs[-1].get("role") == "tool"
     msgs = _fold_tool_history(msgs, caps)
     render_tools = [t.as_openai() for t in tl] if choice.mode != "none" and caps.tools else None
     if fmt is FORMATS["generic"]:
@@ -192,7 +193,10 @@ def plan_chat(
         prompt = close_thinking_prompt(template, prompt, kwargs)
     open_tag = (fmt.reasoning if fmt else ("<think>", "</think>"))[0]
     thinking_open = reasoning_format != "none" and prompt.rstrip().endswith(open_tag)
-    constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None else None
+    if fmt is FORMATS["generic"] and choice.mode == "auto" and after_results:
+        constraint = FORMATS["generic"].answer()  # (see Generic: the loop ends in content)
+    else:
+        constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None else None
     if constraint is not None and thinking_open:
         constraint = close_thinking(constraint, fmt.reasoning[1])
     return ChatPlan(prompt, fmt, choice, tl, constraint, reasoning_format, thinking_open, parse)

@@ -25,11 +25,22 @@ from .spec import Tool
 
 
 
+_REPLY = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False}
+
+
 class Generic(Format):
     """Templates with no tool format of their own: the whole reply is one JSON object
-    (llama.cpp's generic format), always grammar-constrained."""
+    (llama.cpp's generic format), always grammar-constrained. llama-server gives these
+    templates no tool calls at all (their turns end in content); here `tool_choice: auto`
+    may call a tool on a turn that follows the user, and the turn after tool results
+    answers in content (`answer`), so an agent loop ends as it does there; `required`
+    or a named function still calls."""
 
     name = "generic"
+
+    def answer(self) -> Constraint:
+        """The reply after tool results under `tool_choice: auto`: `{"response": …}` only."""
+        return Constraint(json_schema=_REPLY)
 
     def constraint(self, tools, choice, parallel):
         call = _one_of(tools, choice)
@@ -40,8 +51,7 @@ class Generic(Format):
         if choice.mode == "required":
             schema = calls
         else:
-            reply = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"], "additionalProperties": False}
-            schema = {"anyOf": [calls, reply]}
+            schema = {"anyOf": [calls, _REPLY]}
         return Constraint(json_schema=schema)
 
     def system_prompt(self, tools: List[Tool]) -> str:

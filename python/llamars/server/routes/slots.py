@@ -27,6 +27,7 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
         if s["id_task"] is None and not s["is_processing"]:  # never used: llama-server lists only these
             out.append({"id": s["id"], "n_ctx": s["n_ctx"], "speculative": False, "is_processing": False})
             continue
+        busy = s["is_processing"]
         out.append(
             {
                 "id": s["id"],
@@ -35,17 +36,19 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "speculative": False,
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
-                # (an idle slot reports the tokens it holds, as llama-server's prompt.tokens)
-                "n_prompt_tokens": s["n_prompt_tokens"] if s["is_processing"] else s["n_cached"],
-                "n_prompt_tokens_cache": s["n_cached"] if not s["is_processing"] else 0,
-                "n_prompt_tokens_processed": s["n_prompt_tokens"],
+                # as llama-server's: an idle slot reports the tokens it holds and the
+                # counters of its last task reset (has_next_token stays true when that
+                # task was cancelled or failed, not stopped)
+                "n_prompt_tokens": s["n_prompt_tokens"] if busy else s["n_cached"],
+                "n_prompt_tokens_cache": s["n_prompt_cached"] if busy else 0,
+                "n_prompt_tokens_processed": s["n_prompt_tokens"] - s["n_prompt_cached"] if busy else 0,
                 "params": params,
                 "next_token": [
                     {
                         "has_new_line": False,
-                        "has_next_token": s["is_processing"],
+                        "has_next_token": s["has_next_token"],
                         "n_remain": -1 if s["n_remain"] is None else s["n_remain"],
-                        "n_decoded": s["n_decoded"],
+                        "n_decoded": s["n_decoded"] if busy else 0,
                     }
                 ],
             }
