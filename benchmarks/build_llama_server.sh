@@ -27,9 +27,12 @@ PY
   mkdir src && tar -xzf llama_cpp_python-0.3.36.tar.gz -C src --strip-components=1
 fi
 # Plain x86-64 AVX2/AVX-512 build without AMX (the default native build can pick AMX
-# instructions some CPUs advertise but the VM traps).
+# instructions some CPUs advertise but the VM traps); each AVX-512 / VNNI extension only
+# where this CPU has it (an instruction it lacks ends llama-server with SIGILL).
+has() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | grep -qx "$1" && echo ON || echo OFF; }
 cmake -S src/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_SERVER=ON \
-  -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON \
-  -DGGML_AVX512_VNNI=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON >&2
+  -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512="$(has avx512f)" \
+  -DGGML_AVX512_VNNI="$(has avx512_vnni)" -DGGML_AVX512_VBMI="$(has avx512vbmi)" -DGGML_AVX512_BF16="$(has avx512_bf16)" \
+  -DGGML_AVX_VNNI="$(has avx_vnni)" >&2
 cmake --build build --target llama-server llama-bench -j"$(nproc)" >&2
 echo "$out/build/bin/llama-server"

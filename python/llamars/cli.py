@@ -6,7 +6,6 @@ the nearest known flag. An environment variable applies when its flag is not on 
 command line (the command line wins)."""
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import os
@@ -14,14 +13,11 @@ import re
 import sys
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .cli_options import KV_TYPES, OPTIONS, SPEC_TYPES, Opt, split_names
+from .cli_argv import _BY_NAME, CLIError, option_tokens, split_argv  # noqa: F401  (re-exported)
+from .cli_options import KV_TYPES, OPTIONS, SPEC_TYPES, Opt
 # (the output functions are re-exported: `llamars.cli.help_text` and the rest)
 from .cli_text import _ACTIONS, PROG, cache_list_text, completion_bash_text, help_text, version_text  # noqa: F401
 from .config import SamplingDefaults, ServerConfig
-
-
-class CLIError(ValueError):
-    """A bad command line or environment value; `main` prints it as `error: ...` and returns 1."""
 
 
 # Where llama-server's documented default differs from ServerConfig's field default, the CLI
@@ -31,21 +27,6 @@ _TRUE = ("1", "true", "on", "yes", "enabled")
 _FALSE = ("0", "false", "off", "no", "disabled")
 
 
-_split = split_names
-
-
-_BY_NAME: Dict[str, Tuple[Opt, bool]] = {}
-for _o in OPTIONS:
-    for _n in _split(_o.names):
-        _BY_NAME[_n] = (_o, True)
-    for _n in _split(_o.neg):
-        _BY_NAME[_n] = (_o, False)
-
-
-def _unknown(name: str) -> CLIError:
-    close = difflib.get_close_matches(name, list(_BY_NAME), n=1, cutoff=0.6)
-    hint = f" (did you mean {close[0]}?)" if close else ""
-    return CLIError(f"unknown argument: {name}{hint}")
 
 
 def _bad(label: str, raw: object, why: str) -> CLIError:
@@ -190,47 +171,12 @@ def _convert(o: Opt, label: str, raw: str) -> object:
 def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tuple[ServerConfig, Optional[str]]:
     """(config, action): action is "help", "version", "list_devices" or None."""
     env = os.environ if env is None else env
+    items_, action = split_argv(argv)
+    if action in ("help", "version"):
+        return ServerConfig(), action
     given: Dict[Opt, List[Tuple[str, object]]] = {}  # option -> [(flag as typed, raw value or bool)]
-    action: Optional[str] = None
-    args = list(argv)
-    i = 0
-    while i < len(args):
-        tok = args[i]
-        i += 1
-        if not tok.startswith("-") or tok in ("-", "--"):
-            raise CLIError(f"unknown argument: {tok} (llama-server takes no positional arguments; use -m FNAME)")
-        name, inline = tok, None
-        if tok.startswith("--"):
-            if "=" in tok:
-                name, inline = tok.split("=", 1)
-            name = name.replace("_", "-")  # as llama.cpp does for long flags
-        hit = _BY_NAME.get(name)
-        if hit is None:
-            raise _unknown(tok.split("=", 1)[0])
-        o, positive = hit
-        if o.removed:
-            raise CLIError(f'error while handling argument "{name}": the argument has been removed. {o.removed}')
-        if o.kind == "action":
-            if o.dest in ("@help", "@version"):  # llama-server acts on these as soon as it sees them
-                return ServerConfig(), o.dest[1:]
-            action = o.dest[1:]
-            continue
-        if o.kind == "bool":
-            if inline is not None:
-                raise CLIError(f"argument {name} takes no value")
-            given.setdefault(o, []).append((name, positive))
-            continue
-        if inline is None:
-            if i >= len(args):
-                raise CLIError(f"argument {name} expects a value ({o.hint})")
-            inline = args[i]
-            i += 1
-        if o.kind == "pair":  # START END: two values
-            if i >= len(args):
-                raise CLIError(f"argument {name} expects two values ({o.hint})")
-            inline = f"{inline} {args[i]}"
-            i += 1
-        given.setdefault(o, []).append((name, inline))
+    for o, name, raw in items_:
+        given.setdefault(o, []).append((name, raw))
 
     values: Dict[str, object] = {}
     keys: List[str] = []
@@ -332,6 +278,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if config.router:
+        return _serve_router(config, argv)
     try:
         if config.model is None:
             from .models import default_model
@@ -346,6 +294,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         return 130
     return int(rc or 0)
+
+
+def _serve_router(config: ServerConfig, argv: Sequence[str]) -> int:
+    """Router mode: no -m, and --models-dir or --models-preset."""
+    from .router.app import create_router_app
+    from .router.catalog import CatalogError
+    from .server.app import serve
+
+    try:
+        app = create_router_app(config, split_argv(argv)[0])
+    except CatalogError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    models = app.state.models
+    print(f"llamars-server: router mode, {len(models.instances)} model(s): {', '.join(models.instances) or '(none)'}; "
+          f"at most {config.models_max or 'any number of'} loaded at once", file=sys.stderr, flush=True)
+    try:
+        return int(serve(config, app) or 0)
+    except KeyboardInterrupt:
+        return 130
 
 
 if __name__ == "__main__":

@@ -104,6 +104,11 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     swa_full: bool = False
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
+    # router mode (no -m, and --models-dir or --models-preset): one child server per model
+    models_dir: Optional[str] = None
+    models_preset: Optional[str] = None
+    models_max: int = 4  # models loaded at once; 0 = unlimited
+    models_autoload: bool = True
     # network
     host: str = "127.0.0.1"
     port: int = 8080
@@ -178,6 +183,11 @@ class ServerConfig(msgspec.Struct, kw_only=True):
         if self.n_ctx == 0 and self.kv_unified_per_slot:
             return self.kv_unified_per_slot * self.resolved_parallel()
         return self.n_ctx
+
+    @property
+    def router(self) -> bool:
+        """Router mode: started without -m and with a models directory or preset file."""
+        return self.model is None and bool(self.models_dir or self.models_preset)
 
     @property
     def aliases(self) -> List[str]:

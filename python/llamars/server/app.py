@@ -57,7 +57,8 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
     return app
 
 
-def serve(config: ServerConfig) -> int:
+def serve(config: ServerConfig, app: Optional[Litestar] = None) -> int:
+    """Run `app` (default: create_app(config)) under uvicorn on config's addresses."""
     import signal
     import sys
 
@@ -75,8 +76,9 @@ def serve(config: ServerConfig) -> int:
     # handler: make that a clean exit (status 0), as llama-server's
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
-    app = create_app(config)
-    say = app.state.service.logline
+    app = create_app(config) if app is None else app
+    svc = getattr(app.state, "service", None)
+    say = svc.logline if svc is not None else (lambda line: print(line, file=sys.stderr, flush=True))
     kw = dict(log_level=uvicorn_level(config), access_log=(config.verbose or config.log_verbosity >= 4) and not config.log_disable,
               timeout_keep_alive=5, timeout_graceful_shutdown=1, http=header_timeout_protocol(config.header_timeout))
     if config.ssl_key_file or config.ssl_cert_file:
@@ -101,7 +103,8 @@ def serve(config: ServerConfig) -> int:
         failed.append(error)
         server.should_exit = True
 
-    app.state.service.on_load_failed = load_failed
+    if svc is not None:
+        svc.on_load_failed = load_failed
     unix_paths = [sock.getsockname() for sock in sockets if sock.family == getattr(socket, "AF_UNIX", None)]
     try:
         server.run(sockets=sockets)

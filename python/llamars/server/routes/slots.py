@@ -36,10 +36,11 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "speculative": False,
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
-                # as llama-server's: an idle slot reports the tokens it holds and the
-                # counters of its last task reset (has_next_token stays true when that
-                # task was cancelled or failed, not stopped)
-                "n_prompt_tokens": s["n_prompt_tokens"] if busy else s["n_cached"],
+                # as llama-server's: n_prompt_tokens is what the slot's cache holds (the
+                # prompt and the tokens decoded so far); an idle slot has the counters of
+                # its last task reset (has_next_token stays true when that task was
+                # cancelled or failed, not stopped)
+                "n_prompt_tokens": s["n_cached"],
                 "n_prompt_tokens_cache": s["n_prompt_cached"] if busy else 0,
                 "n_prompt_tokens_processed": s["n_prompt_tokens"] - s["n_prompt_cached"] if busy else 0,
                 "params": params,
