@@ -104,6 +104,20 @@ def models_dir(tmp_path_factory, model_path) -> Path:
     tm.write_model(d / "adapter.gguf", "llama", "F32", seed=4,
                    extra_kvs=[tm.KV("general.type", tm.VT.STRING, "adapter"), tm.KV("adapter.type", tm.VT.STRING, "lora")],
                    drop_kvs=["general.type"])
+    (d / "local-gemma.yaml").write_text("""name: local-gemma
+backend: llama-cpp
+parameters:
+  model: gemma.gguf
+  temperature: 0
+  max_tokens: 5
+context_size: 768
+stopwords: ["QQQ"]
+options:
+  - parallel:1
+  - cache_ram:0
+favourite_colour: blue
+""")
+    (d / "elsewhere.yml").write_text("name: elsewhere\nbackend: vllm\nparameters:\n  model: some/hf-model\n")
     return d
 
 
@@ -133,7 +147,8 @@ def router(tmp_path_factory, models_dir, preset):
 
 def test_listing_and_statuses(router):
     m = router.models()
-    assert sorted(m) == ["broken", "gemma", "short-gemma", "tiny-llama", "tiny-qwen"]  # no projector, no adapter
+    # no projector, no adapter; the LocalAI configs by their names
+    assert sorted(m) == ["broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "tiny-llama", "tiny-qwen"]
     for v in m.values():
         assert v["object"] == "model" and v["status"]["value"] in ("unloaded", "loading", "loaded")
         assert v["status"]["args"][0] == "llamars-server"
@@ -146,6 +161,36 @@ def test_listing_and_statuses(router):
     assert [x["id"] for x in router.c.get("/models").json()["data"]] == sorted(m)  # (the same list at both paths)
     props = router.c.get("/props").json()
     assert props["role"] == "router" and props["max_instances"] == 4 and props["models_autoload"] is True
+    # a config naming another backend is listed as failed, with the reason, from the start
+    st = m["elsewhere"]["status"]
+    assert st["value"] == "unloaded" and st["failed"] is True and "backend 'vllm' is not available in llamars" in st["error"]
+    r = router.complete("elsewhere")
+    assert r.status_code == 500 and "backend 'vllm'" in r.json()["error"]["message"]
+    # what a config holds that llamars does not use is reported once, at start
+    log = router.log.read_text()
+    assert log.count("local-gemma.yaml: favourite_colour is not used by llamars") == 1
+
+
+def test_localai_config_defaults_and_edits(router):
+    m = router.models()["local-gemma"]
+    assert m["source"] == "localai" and m["path"].endswith("gemma.gguf")
+    r = router.c.post("/v1/chat/completions", json={"model": "local-gemma", "messages": [{"role": "user", "content": "Hello"}]})
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 5  # the config's max_tokens
+    settings = r.json() and router.c.get("/props", params={"model": "local-gemma"}).json()
+    assert settings["total_slots"] == 1 and settings["default_generation_settings"]["n_ctx"] == 768
+    params = settings["default_generation_settings"]["params"]
+    assert params["temperature"] == 0 and "QQQ" in params["stop"]
+    # /v1/edits on the config's model and on a plain GGUF: OpenAI's edits shape
+    for name in ("local-gemma", "gemma"):
+        r = router.c.post("/v1/edits", json={"model": name, "instruction": "rephrase", "input": "Black cat jumped out of the window",
+                                             "temperature": 0, "max_tokens": 6, "n": 2})
+        assert r.status_code == 200, r.text
+        e = r.json()
+        assert e["object"] == "edit" and [c["index"] for c in e["choices"]] == [0, 1]
+        assert all(isinstance(c["text"], str) and c["text"] for c in e["choices"]) and e["choices"][0]["text"] == e["choices"][1]["text"]
+        assert e["usage"]["completion_tokens"] == 12 and e["usage"]["prompt_tokens"] > 10
+    r = router.c.post("/v1/edits", json={"model": "gemma", "input": "x"})
+    assert r.status_code == 400 and "instruction" in r.json()["error"]["message"]
 
 
 def test_requests_reach_the_named_model_interleaved_and_concurrent(router, models_dir):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 import time
 from typing import AsyncIterator, Dict, List, Optional, Tuple
 
@@ -174,7 +175,10 @@ async def passthrough(request: Request, models: NamedDependency[Models], config:
 def create_router_app(config: ServerConfig, router_items: List[Tuple[Opt, str, object]]) -> Litestar:
     """Raises CatalogError (a ValueError) for a models directory or preset that cannot be read."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # (not a line per request passed on)
-    models = Models(config, catalog(config.models_dir, config.models_preset), router_items)
+    entries, notes = catalog(config.models_dir, config.models_preset)
+    for line in notes:  # (reported once, here)
+        print(f"llamars-server: warning: {line}", file=sys.stderr, flush=True)
+    models = Models(config, entries, router_items)
     handlers = [list_models, health, load_model, unload_model, models_sse, router_props, passthrough]
     if not config.static_path:  # (a --path directory would take every GET)
         handlers += webui.routes(config)

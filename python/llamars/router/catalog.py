@@ -7,6 +7,8 @@ subdirectory is one model named after it (its `-00001-of-` shard, else its GGUF;
 with `mmproj` in the name are projectors, `mtp-` / `dspark-` / `dflash-` ones drafts, not
 models). Here LoRA adapters (`general.type = adapter`) are left out as well.
 
+LocalAI model configs (`*.yaml`) are models too (localai.py).
+
 Preset rules: each `[section]` is a model (or the options of the directory model of that
 name), `[*]` holds options for every model, keys are flag names without dashes, short
 flags, or `LLAMA_ARG_*` names; `load-on-startup` and `stop-timeout` are the preset's own.
@@ -38,10 +40,11 @@ class CatalogError(ValueError):
 class Entry:
     name: str
     path: Optional[str]  # the model file (None: a preset that names none; it fails to load)
-    source: str  # "models_dir" or "preset", as llama-server names them
+    source: str  # "models_dir" or "preset", as llama-server names them; "localai" (a YAML config)
     options: List[Tuple[Opt, str, object]] = field(default_factory=list)  # from the preset, [*] first
     load_on_startup: bool = False
     stop_timeout: float = 10.0
+    refused: Optional[str] = None  # why it cannot be loaded at all (listed as failed, no child started)
 
 
 _KEYS: Dict[str, Tuple[Opt, bool]] = {}
@@ -173,16 +176,25 @@ def load_preset(path: str, local: Dict[str, Entry]) -> Dict[str, Entry]:
     return out
 
 
-def catalog(models_dir: Optional[str], preset: Optional[str]) -> Dict[str, Entry]:
+def catalog(models_dir: Optional[str], preset: Optional[str]) -> Tuple[Dict[str, Entry], List[str]]:
+    """(models by name, notes on what was read but is not acted on)."""
+    from .localai import scan_yaml
+
     local = scan_dir(models_dir) if models_dir else {}
-    return load_preset(preset, local) if preset else local
+    notes: List[str] = []
+    if models_dir:
+        configs, notes = scan_yaml(models_dir)
+        local.update(configs)  # (a config named as a GGUF file is that model, configured)
+    return (load_preset(preset, local) if preset else local), notes
 
 
 def child_args(entry: Entry, router_items: List[Tuple[Opt, str, object]]) -> List[str]:
     """The child's flags, without the ones the router sets: the preset's (`[*]`, then the
-    model's section), overridden by the router's command line (last one given wins)."""
+    model's section), overridden by the router's command line, as llama-server; a LocalAI
+    config's settings override the command line instead, as LocalAI's always win."""
     by_dest: Dict[str, List[Tuple[Opt, str, object]]] = {}
-    for layer in (entry.options, router_items):
+    layers = (router_items, entry.options) if entry.source == "localai" else (entry.options, router_items)
+    for layer in layers:
         seen: Dict[str, List[Tuple[Opt, str, object]]] = {}
         for o, name, raw in layer:
             if o.dest in RESERVED or o.kind == "action":

@@ -65,6 +65,8 @@ class Instance:
         self.task: Optional[asyncio.Task] = None  # the load in progress
         self.refusal: Optional[RouterError] = None  # why the last load did not start
         self.tail: Deque[str] = collections.deque(maxlen=_TAIL)
+        if entry.refused:  # (listed as failed from the start: it cannot be loaded)
+            self.failed, self.error = True, entry.refused
 
     @property
     def running(self) -> bool:
@@ -157,6 +159,10 @@ class Models:
                 await self._evict_for(inst)
             except RouterError as e:
                 inst.refusal = e  # (not the model's failure: nothing was started)
+                return
+            if inst.entry.refused:
+                inst.status, inst.failed, inst.exit_code, inst.error = "unloaded", True, None, inst.entry.refused
+                self.emit(inst, failed=True, error=inst.error)
                 return
             inst.status, inst.failed, inst.exit_code, inst.error = "loading", False, None, None
             inst.tail.clear()

@@ -61,6 +61,17 @@ class ChatRequest(Sampling, kw_only=True):
     verbose: Optional[bool] = None  # llama.cpp: add __verbose (the native result); None: the server's --verbose
 
 
+class EditRequest(Sampling, kw_only=True):
+    """LocalAI's (and OpenAI's former) edits: `input` rewritten as `instruction` says."""
+
+    instruction: str
+    input: Union[str, List[str]] = ""
+    model: Optional[str] = None
+    max_tokens: Optional[int] = None
+    n: int = 1
+    stop: Optional[Union[str, List[str]]] = None
+
+
 class ApplyTemplateRequest(msgspec.Struct, kw_only=True):
     messages: List[ChatMessage]
     add_generation_prompt: bool = True

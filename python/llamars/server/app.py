@@ -17,7 +17,7 @@ from ..config import ServerConfig
 from ..engine import Engine
 from .auth import make_guard
 from .errors import HANDLERS
-from .routes import chat, completion, embeddings, infill, messages, slots, status, tokenize
+from .routes import chat, completion, edits, embeddings, infill, messages, slots, status, tokenize
 from .routes import webui
 from .routes import streams as streams_routes
 from .routes import responses as responses_routes
@@ -32,7 +32,7 @@ from .cors import cors_middleware
 def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
     svc = Service(config, engine)
     responses = Responses(config)  # the Responses API's store and background generations
-    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES]
+    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES, *edits.ROUTES]
     handlers += responses_routes.ROUTES + streams_routes.ROUTES
     handlers += webui.routes(config)  # GET / and its static files (none with --no-webui)
     prefix = config.api_prefix.rstrip("/")
