@@ -372,3 +372,26 @@ def test_bad_preset_is_refused_at_start(tmp_path, models_dir):
     p = subprocess.run([sys.executable, "-m", "llamars.cli", "--models-dir", str(tmp_path / "none"), "--port", str(_free_port())],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "does not exist or is not a directory" in p.stderr
+
+
+def test_in_process_router(models_dir, preset):
+    from llamars import ModelLoadError, Router
+
+    with Router(models_dir, preset=preset, max_loaded=1, n_ctx=512) as router:
+        assert router.names() == ["broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "tiny-llama", "tiny-qwen"]
+        want = Engine(str(models_dir / "tiny-llama.gguf"), n_ctx=256).generate(PROMPT, max_tokens=6, temperature=0.0).tokens
+        tiny = router.engine("tiny-llama")
+        assert tiny.generate(PROMPT, max_tokens=6, temperature=0.0).tokens == want
+        assert router.engine("tiny-llama") is tiny  # loaded once
+        g = router.engine("local-gemma")  # max_loaded 1: tiny-llama is closed first
+        assert router.status()["tiny-llama"] == {"value": "unloaded"} and router.status()["local-gemma"]["value"] == "loaded"
+        assert g.n_parallel == 1 and g.n_ctx == 768  # the config's parallel:1 and context_size win over n_ctx=512
+        assert router.defaults("local-gemma")["n_predict"] == 5 and router.defaults("short-gemma")["n_predict"] == 3
+        with pytest.raises(ModelLoadError, match="invalid GGUF"):
+            router.engine("broken")
+        assert router.status()["broken"]["failed"] is True
+        with pytest.raises(ModelLoadError, match="backend 'vllm'"):
+            router.engine("elsewhere")
+        assert router.engine("tiny-qwen").generate(PROMPT, max_tokens=2, temperature=0.0).tokens
+        with pytest.raises(Exception, match="not found"):
+            router.engine("nope")

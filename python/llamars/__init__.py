@@ -17,6 +17,7 @@ from .errors import (
 )
 from ._inspect import inspect
 from .notebook import display_stream
+from .router.inprocess import Router
 from .chat import session as _chat_session  # noqa: F401 (registers Engine.chat)
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "Timings",
     "inspect",
     "display_stream",
+    "Router",
     "LlamarsError",
     "ModelLoadError",
     "TokenizerError",

@@ -219,6 +219,13 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
         for b in breakers:  # type: ignore[union-attr]
             out = [] if b == "none" else out + [b]
         values["sampling.dry_sequence_breakers"] = out
+    if values.get("fit_target") is not None:
+        from .fit import target_bytes
+
+        try:
+            target_bytes(values["fit_target"])  # type: ignore[arg-type]
+        except ValueError as e:
+            raise CLIError(str(e)) from None
     budget = values.get("reasoning_budget")
     if isinstance(budget, int) and budget > 0:
         warnings.append(f"warning: --reasoning-budget {budget} is not enforced in llamars: thinking is not cut "

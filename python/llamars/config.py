@@ -104,6 +104,10 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     swa_full: bool = False
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
+    # --fit: a context size left unset is lowered to what fits in memory (fit.py)
+    fit: str = "on"
+    fit_target: Optional[str] = None  # MiB of memory to leave free (default 1024)
+    fit_ctx: int = 4096  # the smallest context --fit may choose
     # router mode (no -m, and --models-dir or --models-preset): one child server per model
     models_dir: Optional[str] = None
     models_preset: Optional[str] = None
@@ -177,6 +181,17 @@ class ServerConfig(msgspec.Struct, kw_only=True):
 
     def resolved_parallel(self) -> int:
         return 4 if self.n_parallel is None or self.n_parallel < 0 else max(1, self.n_parallel)
+
+    def engine_kwargs(self) -> Dict[str, object]:
+        """The `Engine(model, **kwargs)` this configuration asks for."""
+        return dict(
+            n_ctx=self.resolved_ctx(), n_threads=self.n_threads, n_batch=self.n_batch, n_ubatch=self.n_ubatch,
+            n_parallel=self.resolved_parallel(), slot_prompt_similarity=self.slot_prompt_similarity,
+            cache_reuse=self.cache_reuse, cache_ram=self.cache_ram, context_shift=self.context_shift,
+            slot_save_path=self.slot_save_path, swa_full=self.swa_full,
+            n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
+            main_gpu=self.main_gpu, progress=False if self.log_disable else None,
+        )
 
     def resolved_ctx(self) -> int:
         """-c, or with --kv-unified-per-slot N and no -c, room for N tokens in every slot."""

@@ -22,6 +22,8 @@ pub struct Metrics {
     /// Tokens held across all slots' KV caches, and the capacity.
     pub kv_cache_tokens: usize,
     pub kv_cache_capacity: usize,
+    /// Bytes the KV cache's host tensors hold.
+    pub kv_cache_bytes: usize,
     /// Host-RAM prompt cache: entries, bytes, hits.
     pub prompt_cache_entries: usize,
     pub prompt_cache_bytes: usize,

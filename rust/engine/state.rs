@@ -38,7 +38,7 @@ impl LoopState {
         let slots = (0..cfg.n_parallel)
             .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() })
             .collect();
-        let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, ..Metrics::default() };
+        let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, kv_cache_bytes: kv.bytes(), ..Metrics::default() };
         Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
     }
 

@@ -189,4 +189,24 @@ impl Config {
     pub fn is_swa(&self, il: usize) -> bool {
         self.swa_layers.get(il).copied().unwrap_or(false)
     }
+
+    /// KV rows per slot for each layer: every position for full attention; for
+    /// sliding-window layers a ring of window + n_ubatch - 1 rows (unless `swa_full`).
+    pub fn kv_caps(&self, slot_ctx: usize, n_ubatch: usize, swa_full: bool) -> Vec<usize> {
+        (0..self.n_layer)
+            .map(|il| {
+                if !swa_full && self.is_swa(il) && self.sliding_window > 0 {
+                    (self.sliding_window + n_ubatch.max(1) - 1).min(slot_ctx)
+                } else {
+                    slot_ctx
+                }
+            })
+            .collect()
+    }
+
+    /// Bytes of the f16 KV cache the engine allocates for `n_parallel` slots of `slot_ctx`.
+    pub fn kv_bytes(&self, n_parallel: usize, slot_ctx: usize, n_ubatch: usize, swa_full: bool) -> u128 {
+        let per_row = (self.n_head_kv * (self.head_dim + self.v_head_dim)) as u128 * 2;
+        self.kv_caps(slot_ctx, n_ubatch, swa_full).iter().map(|&c| c as u128).sum::<u128>() * n_parallel as u128 * per_row
+    }
 }

@@ -9,16 +9,7 @@ impl Model {
     /// Rows per slot for each layer: every position for full attention; for sliding-window
     /// layers a ring of window + n_ubatch - 1 rows (unless `swa_full`).
     pub fn kv_caps(&self, slot_ctx: usize, n_ubatch: usize, swa_full: bool) -> Vec<usize> {
-        let c = &self.config;
-        (0..c.n_layer)
-            .map(|il| {
-                if !swa_full && c.is_swa(il) && c.sliding_window > 0 {
-                    (c.sliding_window + n_ubatch.max(1) - 1).min(slot_ctx)
-                } else {
-                    slot_ctx
-                }
-            })
-            .collect()
+        self.config.kv_caps(slot_ctx, n_ubatch, swa_full)
     }
 
     /// (ring rows, window) when some layer keeps a ring, for `SeqCells`.

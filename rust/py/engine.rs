@@ -249,6 +249,7 @@ impl PyEngine {
         d.set_item("requests_deferred", m.requests_deferred)?;
         d.set_item("kv_cache_tokens", m.kv_cache_tokens)?;
         d.set_item("kv_cache_capacity", m.kv_cache_capacity)?;
+        d.set_item("kv_cache_bytes", m.kv_cache_bytes)?;
         d.set_item("kv_cache_usage_ratio", m.kv_cache_usage_ratio())?;
         d.set_item("prompt_cache_entries", m.prompt_cache_entries)?;
         d.set_item("prompt_cache_bytes", m.prompt_cache_bytes)?;

@@ -61,6 +61,39 @@ pub fn inspect<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDic
     Ok(d)
 }
 
+/// What loading `path` with these settings takes, before loading it: the weights' bytes
+/// (memory-mapped, all touched), the KV cache's (exact: the engine allocates that) and an
+/// estimate of the activations' (one micro-batch through the widest layer, the logits of
+/// every slot, attention scores over a slot's context); `n_ctx` 0 is the training context.
+#[pyfunction]
+#[pyo3(signature = (path, n_ctx, n_parallel, n_ubatch, swa_full=false))]
+pub fn memory_plan<'py>(
+    py: Python<'py>, path: PathBuf, n_ctx: usize, n_parallel: usize, n_ubatch: usize, swa_full: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (g, c) = py
+        .detach(|| -> crate::Result<_> {
+            let g = Gguf::open(&path)?;
+            let c = crate::model::config::Config::from_gguf(&g)?;
+            Ok((g, c))
+        })
+        .map_err(to_py)?;
+    let n_ctx = if n_ctx == 0 { c.n_ctx_train } else { n_ctx };
+    let n_parallel = n_parallel.max(1);
+    let slot_ctx = n_ctx / n_parallel;
+    let u = n_ubatch.max(1) as u128;
+    let weights: u128 = g.tensors.iter().map(|t| t.size as u128).sum();
+    let compute = u * 4 * (6 * c.n_embd as u128 + 3 * c.n_ff as u128)
+        + n_parallel as u128 * c.n_vocab as u128 * 4
+        + u * slot_ctx.min(1 << 20) as u128 * c.n_head as u128 * 4;
+    let d = PyDict::new(py);
+    d.set_item("n_ctx", n_ctx)?;
+    d.set_item("n_ctx_train", c.n_ctx_train)?;
+    d.set_item("weights", weights)?;
+    d.set_item("kv", c.kv_bytes(n_parallel, slot_ctx, n_ubatch, swa_full))?;
+    d.set_item("compute", compute)?;
+    Ok(d)
+}
+
 fn parse_type(name: &str) -> PyResult<GgmlType> {
     (0..64)
         .filter_map(GgmlType::from_id)

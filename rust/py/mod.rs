@@ -16,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fields::PyGenerationRequest>()?;
     m.add_function(wrap_pyfunction!(fields::generation_fields, m)?)?;
     m.add_function(wrap_pyfunction!(misc::inspect, m)?)?;
+    m.add_function(wrap_pyfunction!(misc::memory_plan, m)?)?;
     m.add_function(wrap_pyfunction!(misc::dequantize, m)?)?;
     m.add_function(wrap_pyfunction!(misc::vec_dot, m)?)?;
     m.add_function(wrap_pyfunction!(misc::isa, m)?)?;

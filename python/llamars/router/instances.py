@@ -150,6 +150,44 @@ class Models:
                 raise RouterError(503, f"--models-max {cap}: every loaded model is busy; retry when one is idle", "unavailable_error")
             await self.unload(min(idle, key=lambda x: x.last_used))
 
+    def _need(self, inst: Instance):
+        """(what the child will take, the margin to keep) with its own settings, as its
+        --fit will choose them; None when it cannot be told (the child reports the error)."""
+        from ..cli import parse_args
+        from ..fit import FIT_CTX, fit_ctx, need, target_bytes
+
+        try:
+            c = parse_args(inst.command()[1:], env={})
+            margin = target_bytes(c.fit_target)
+            n_parallel, n_ctx = c.resolved_parallel(), c.resolved_ctx()
+            path = inst.entry.path or ""
+            if n_ctx == 0 and c.fit != "off":
+                return fit_ctx(path, n_parallel, c.n_ubatch, c.swa_full, margin, c.fit_ctx or FIT_CTX)[1], margin
+            return need(path, n_ctx, n_parallel, c.n_ubatch, c.swa_full), margin
+        except Exception:  # (a bad flag or file: the child says what is wrong)
+            return None
+
+    async def _make_room(self, inst: Instance) -> None:
+        """Unload idle models (least recently used first) until `inst` fits in the memory
+        available, or refuse: never overcommit the machine."""
+        from ..fit import MiB, available
+
+        got = await asyncio.to_thread(self._need, inst)
+        if got is None:
+            return
+        want, margin = got
+        while True:
+            free = await asyncio.to_thread(available)
+            if free is None or want.total <= free - margin:
+                return
+            idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0]
+            if not idle:
+                raise RouterError(503, f"model '{inst.name}' needs {want.describe()} and {free // MiB} MiB are available "
+                                       f"with a {margin // MiB} MiB margin (--fit-target); unload a model "
+                                       "(POST /models/unload) or give it a smaller context (-c)", "unavailable_error")
+            await self.unload(min(idle, key=lambda x: x.last_used))
+            await asyncio.sleep(0.2)  # (the system takes back the ended process's memory)
+
     async def _load(self, inst: Instance) -> None:
         async with self.lock:
             if inst.status == "loaded":
@@ -157,6 +195,7 @@ class Models:
             inst.refusal = None
             try:
                 await self._evict_for(inst)
+                await self._make_room(inst)
             except RouterError as e:
                 inst.refusal = e  # (not the model's failure: nothing was started)
                 return

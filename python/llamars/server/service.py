@@ -49,24 +49,15 @@ class Service:
     def _load(self) -> None:
         c = self.config
         try:
-            eng = Engine(
-                c.model,
-                n_ctx=c.resolved_ctx(),
-                n_threads=c.n_threads,
-                n_batch=c.n_batch,
-                n_ubatch=c.n_ubatch,
-                n_parallel=c.resolved_parallel(),
-                slot_prompt_similarity=c.slot_prompt_similarity,
-                cache_reuse=c.cache_reuse,
-                cache_ram=c.cache_ram,
-                context_shift=c.context_shift,
-                slot_save_path=c.slot_save_path,
-                swa_full=c.swa_full,
-                n_gpu_layers=c.n_gpu_layers if c.n_gpu_layers is not None else "auto",
-                device=c.device,
-                main_gpu=c.main_gpu,
-                progress=False if c.log_disable else None,
-            )
+            kwargs = c.engine_kwargs()
+            if c.fit != "off" and kwargs["n_ctx"] == 0:  # (a context size given is the user's)
+                from ..fit import fit_ctx, target_bytes
+
+                kwargs["n_ctx"], _, line = fit_ctx(c.model, kwargs["n_parallel"], c.n_ubatch, c.swa_full,
+                                                   target_bytes(c.fit_target), c.fit_ctx)
+                if line:
+                    self.log(f"llamars-server: {line}")
+            eng = Engine(c.model, **kwargs)
         except Exception as exc:  # reported by /health and the log
             self.error = f"{type(exc).__name__}: {exc}"
             if self.on_load_failed is not None:

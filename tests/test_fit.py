@@ -1,0 +1,111 @@
+"""--fit: the memory a model needs before it is loaded (`llamars.fit.need`: the KV cache
+exactly as the engine allocates it), the context size chosen when the user left it
+unset, on a real llamars-server, and router mode refusing a load that would overcommit."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+import tiny_models as tm
+from test_router import Router, _free_port
+from server_util import wait_healthy
+
+from llamars import Engine, inspect
+from llamars.fit import MiB, available, fit_ctx, need
+
+
+@pytest.mark.parametrize("n_ctx,n_parallel,swa_full", [(1024, 2, False), (2048, 1, False), (1024, 4, True)])
+def test_kv_estimate_is_what_the_engine_allocates(model_path, n_ctx, n_parallel, swa_full):
+    e = Engine(model_path, n_ctx=n_ctx, n_parallel=n_parallel, swa_full=swa_full)
+    try:
+        got = need(model_path, n_ctx, n_parallel, 512, swa_full)
+        assert got.kv == e.metrics()["kv_cache_bytes"] > 0
+        with open(os.devnull, "w") as quiet:
+            assert got.weights == sum(t[4] for t in inspect(model_path, file=quiet)["tensors"])
+        assert got.n_ctx == n_ctx and got.n_ctx_train == 32768
+    finally:
+        e.close()
+
+
+def test_kv_estimate_tiny_full_attention(tmp_path):
+    p = tmp_path / "tiny.gguf"
+    tm.write_model(p, "qwen2", "F32", seed=1)
+    e = Engine(str(p), n_ctx=128, n_parallel=2)
+    try:
+        assert need(str(p), 128, 2).kv == e.metrics()["kv_cache_bytes"]
+    finally:
+        e.close()
+    assert need(str(p), 0, 1).n_ctx == 128  # 0: the training context
+
+
+def test_fit_ctx_choices(model_path):
+    full = need(model_path, 0, 1)
+    assert full.n_ctx == 32768
+    # room for everything: the training context, nothing to say
+    n, chosen, line = fit_ctx(model_path, 1, 512, False, 0, 4096, free=full.total + 1)
+    assert (n, chosen.total, line) == (32768, full.total, "")
+    # room for about 10k tokens: the largest multiple of 256 that fits
+    budget = need(model_path, 10000, 1).total
+    n, chosen, line = fit_ctx(model_path, 1, 512, False, 100 * MiB, 4096, free=budget + 100 * MiB)
+    assert 4096 <= n < 10000 and n % 256 == 0 and chosen.total <= budget < need(model_path, n + 256, 1).total
+    assert "--fit: n_ctx 32768 needs" in line and f"using n_ctx {n}" in line
+    # no room: the smallest context --fit may choose, said so
+    n, _, line = fit_ctx(model_path, 1, 512, False, 0, 4096, free=1)
+    assert n == 4096 and "even the smallest context" in line
+
+
+def _server(tmp_path, args):
+    port = _free_port()
+    log = tmp_path / f"server-{port}.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    p = subprocess.Popen([sys.executable, "-m", "llamars.cli", *args, "--port", str(port), "-np", "1"], env=env,
+                         stdout=open(log, "wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    wait_healthy(p, url, log, limit=120)
+    return p, url, log
+
+
+def test_server_fits_an_unset_context(tmp_path, model_path):
+    free = available()
+    assert free is not None
+    # a margin that leaves room for about 8k tokens of context
+    margin_mib = (free - need(model_path, 8192, 1).total) // MiB
+    for args, want in ((["--fit-target", str(margin_mib)], "fitted"), (["--fit-target", str(margin_mib), "-c", "2048"], 2048),
+                       (["--fit", "off", "-c", "0"], 32768), (["--fit-target", "0"], 32768)):
+        p, url, log = _server(tmp_path, ["-m", model_path, *args])
+        try:
+            n_ctx = httpx.get(url + "/props").json()["default_generation_settings"]["n_ctx"]
+            if want == "fitted":
+                assert 4096 <= n_ctx < 32768, log.read_text()[-2000:]
+                text = log.read_text()
+                assert "--fit: n_ctx 32768 needs" in text and f"using n_ctx {n_ctx}" in text
+                print(f"--fit-target {margin_mib} MiB ({free // MiB} MiB available): n_ctx {n_ctx}")
+            else:
+                assert n_ctx == want and "--fit:" not in log.read_text()
+            assert httpx.post(url + "/completion", json={"prompt": "Hi", "n_predict": 2}).status_code == 200
+        finally:
+            p.terminate()
+            p.wait(30)
+    r = subprocess.run([sys.executable, "-m", "llamars.cli", "-m", model_path, "--fit-target", "lots"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "--fit-target: expected MiB as an integer" in r.stderr
+
+
+def test_router_refuses_a_load_that_does_not_fit(tmp_path, model_path):
+    d = tmp_path / "models"
+    d.mkdir()
+    os.symlink(model_path, d / "gemma.gguf")
+    huge = (available() or 0) // MiB + 10**6
+    r = Router(tmp_path, ["--models-dir", str(d), "--fit-target", str(huge)])
+    try:
+        resp = r.complete("gemma")
+        assert resp.status_code == 503, resp.text
+        msg = resp.json()["error"]["message"]
+        assert msg.startswith("model 'gemma' needs ~") and "--fit-target" in msg and "unload a model" in msg
+        assert r.models()["gemma"]["status"]["value"] == "unloaded" and not r.children()  # nothing was started
+    finally:
+        r.stop()
