@@ -117,6 +117,28 @@ options:
   - cache_ram:0
 favourite_colour: blue
 """)
+    (d / "chat-msg.tmpl").write_text('''<|im_start|>{{if eq .RoleName "assistant"}}assistant{{else}}{{.RoleName}}{{end}}
+{{- if .FunctionCall }} calls {{toJson .FunctionCall}}{{end}}
+{{ .Content }}<|im_end|>''')
+    (d / "templated.yaml").write_text("""name: templated
+parameters:
+  model: tiny-llama.gguf
+roles:
+  user: "USER:"
+system_prompt: "Be terse."
+template:
+  chat_message: chat-msg
+  chat: |
+    {{- if .SystemPrompt }}<|im_start|>system
+    {{ .SystemPrompt }}<|im_end|>
+    {{ end -}}
+    {{ .Input }}
+    <|im_start|>assistant
+  completion: "Q: {{ .Input }}\\nA:"
+  edit: "{{ .Instruction }} >>> {{ .Input }} <<<"
+""")
+    (d / "badtemplate.yaml").write_text("name: badtemplate\nparameters:\n  model: tiny-llama.gguf\n"
+                                        "template:\n  chat: \"{{ if .X }}unclosed\"\n")
     (d / "elsewhere.yml").write_text("name: elsewhere\nbackend: vllm\nparameters:\n  model: some/hf-model\n")
     return d
 
@@ -148,7 +170,8 @@ def router(tmp_path_factory, models_dir, preset):
 def test_listing_and_statuses(router):
     m = router.models()
     # no projector, no adapter; the LocalAI configs by their names
-    assert sorted(m) == ["broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "tiny-llama", "tiny-qwen"]
+    assert sorted(m) == ["badtemplate", "broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "templated", "tiny-llama",
+                         "tiny-qwen"]
     for v in m.values():
         assert v["object"] == "model" and v["status"]["value"] in ("unloaded", "loading", "loaded")
         assert v["status"]["args"][0] == "llamars-server"
@@ -169,6 +192,28 @@ def test_listing_and_statuses(router):
     # what a config holds that llamars does not use is reported once, at start
     log = router.log.read_text()
     assert log.count("local-gemma.yaml: favourite_colour is not used by llamars") == 1
+
+
+def test_localai_go_templates(router):
+    msgs = [{"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "42"}]
+    r = router.c.post("/apply-template", json={"model": "templated", "messages": msgs})
+    assert r.status_code == 200, r.text
+    assert r.json()["prompt"] == ("<|im_start|>system\nBe terse.<|im_end|>\n"
+                                  "<|im_start|>user\nhi<|im_end|>\n"
+                                  "<|im_start|>assistant calls [{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"f\",\"arguments\":{\"a\":1}}}]\n<|im_end|>\n"
+                                  "<|im_start|>tool\n42<|im_end|>\n<|im_start|>assistant\n")
+    def n_tokens(text: str) -> int:
+        return len(router.c.post("/tokenize", params={"model": "templated"}, json={"model": "templated", "content": text}).json()["tokens"])
+
+    r = router.c.post("/v1/completions", json={"model": "templated", "prompt": "2+2?", "max_tokens": 2, "temperature": 0})
+    assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == n_tokens("Q: 2+2?\nA:") + 1  # (+ BOS)
+    r = router.c.post("/v1/edits", json={"model": "templated", "instruction": "fix", "input": "teh cat", "max_tokens": 2, "n": 2})
+    assert r.status_code == 200 and r.json()["usage"]["prompt_tokens"] == n_tokens("fix >>> teh cat <<<") + 1
+    assert len(r.json()["choices"]) == 2
+    st = router.models()["badtemplate"]["status"]
+    assert st["failed"] is True and "template.chat: line 1: {{if}} without {{end}}" in st["error"], st
 
 
 def test_localai_config_defaults_and_edits(router):
@@ -378,7 +423,8 @@ def test_in_process_router(models_dir, preset):
     from llamars import ModelLoadError, Router
 
     with Router(models_dir, preset=preset, max_loaded=1, n_ctx=512) as router:
-        assert router.names() == ["broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "tiny-llama", "tiny-qwen"]
+        assert router.names() == ["badtemplate", "broken", "elsewhere", "gemma", "local-gemma", "short-gemma", "templated",
+                                  "tiny-llama", "tiny-qwen"]
         want = Engine(str(models_dir / "tiny-llama.gguf"), n_ctx=256).generate(PROMPT, max_tokens=6, temperature=0.0).tokens
         tiny = router.engine("tiny-llama")
         assert tiny.generate(PROMPT, max_tokens=6, temperature=0.0).tokens == want

@@ -168,12 +168,38 @@ def _convert(o: Opt, label: str, raw: str) -> object:
     return raw  # str
 
 
+def _with_model_config(items: list, env: Mapping[str, str]) -> Tuple[list, List[str]]:
+    """--model-config FILE (or LLAMARS_MODEL_CONFIG): the LocalAI config's settings after the
+    command line's (so they win, as LocalAI's do) and its model when -m is not given."""
+    path = next((raw for o, _, raw in reversed(items) if o.dest == "model_config"), None) or env.get("LLAMARS_MODEL_CONFIG")
+    if not path:
+        return items, []
+    from .router.catalog import CatalogError
+    from .router.localai import load_yaml
+
+    try:
+        entry, notes = load_yaml(str(path), os.path.dirname(os.path.abspath(str(path))))
+    except CatalogError as e:
+        raise CLIError(f"--model-config: {e}") from None
+    if entry is None:
+        raise CLIError(f"--model-config: {notes[0] if notes else path}")
+    if entry.refused:
+        raise CLIError(f"--model-config: {entry.refused}")
+    out = list(items) + entry.options
+    if not any(o.dest == "model" for o, _, _ in items):
+        out.append((_BY_NAME["-m"][0], "-m", entry.path))
+    if not any(o.dest == "alias" for o, _, _ in items):
+        out.append((_BY_NAME["--alias"][0], "--alias", entry.name))
+    return out, notes
+
+
 def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tuple[ServerConfig, Optional[str]]:
     """(config, action): action is "help", "version", "list_devices" or None."""
     env = os.environ if env is None else env
     items_, action = split_argv(argv)
     if action in ("help", "version"):
         return ServerConfig(), action
+    items_, notes = _with_model_config(items_, env)
     given: Dict[Opt, List[Tuple[str, object]]] = {}  # option -> [(flag as typed, raw value or bool)]
     for o, name, raw in items_:
         given.setdefault(o, []).append((name, raw))
@@ -233,7 +259,7 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
     sampling = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("sampling.")}
     top = {k: v for k, v in values.items() if not k.startswith("sampling.")}
     config = ServerConfig(**top, sampling=SamplingDefaults(**sampling))
-    config.warnings = warnings
+    config.warnings = warnings + ([] if env.get("LLAMARS_ROUTER_CHILD") else [f"warning: {n}" for n in notes])
     return config, action
 
 

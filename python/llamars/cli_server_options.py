@@ -104,6 +104,9 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
     Opt("--threads-http", "threads_http", "int", "N", "number of threads used to process HTTP requests (default: -1)",
         _E + "THREADS_HTTP", X, lo=-1, inert="HTTP is served by one event loop; work that grows with the input runs on "
         "worker threads"),
+    Opt("--model-config", "model_config", "str", "FILE",
+        "(llamars) a LocalAI model config (YAML): its settings (winning over the command line), its model when -m is "
+        "not given, and its prompt templates", "LLAMARS_MODEL_CONFIG", X),
     Opt("--models-dir", "models_dir", "str", "PATH", "directory containing models for the router server (default: disabled)",
         _E + "MODELS_DIR", X),
     Opt("--models-preset", "models_preset", "str", "PATH",

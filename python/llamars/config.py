@@ -108,6 +108,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     fit: str = "on"
     fit_target: Optional[str] = None  # MiB of memory to leave free (default 1024)
     fit_ctx: int = 4096  # the smallest context --fit may choose
+    model_config: Optional[str] = None  # --model-config: a LocalAI YAML (router/localai.py)
     # router mode (no -m, and --models-dir or --models-preset): one child server per model
     models_dir: Optional[str] = None
     models_preset: Optional[str] = None

@@ -45,6 +45,7 @@ class Entry:
     load_on_startup: bool = False
     stop_timeout: float = 10.0
     refused: Optional[str] = None  # why it cannot be loaded at all (listed as failed, no child started)
+    config_path: Optional[str] = None  # a LocalAI config: its child reads it (--model-config)
 
 
 _KEYS: Dict[str, Tuple[Opt, bool]] = {}
@@ -193,7 +194,8 @@ def child_args(entry: Entry, router_items: List[Tuple[Opt, str, object]]) -> Lis
     model's section), overridden by the router's command line, as llama-server; a LocalAI
     config's settings override the command line instead, as LocalAI's always win."""
     by_dest: Dict[str, List[Tuple[Opt, str, object]]] = {}
-    layers = (router_items, entry.options) if entry.source == "localai" else (entry.options, router_items)
+    own = [(_KEYS["model-config"][0], "--model-config", entry.config_path)] if entry.config_path else entry.options
+    layers = (router_items, own) if entry.source == "localai" else (own, router_items)
     for layer in layers:
         seen: Dict[str, List[Tuple[Opt, str, object]]] = {}
         for o, name, raw in layer:

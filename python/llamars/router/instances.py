@@ -210,6 +210,7 @@ class Models:
             argv = [sys.executable, "-m", "llamars.cli", *inst.command()[1:]]
             env = {k: v for k, v in os.environ.items() if k not in ("LLAMA_API_KEY", "LLAMA_ARG_API_KEY", "LLAMA_ARG_API_KEY_FILE",
                                                                      "LLAMA_ARG_MODELS_DIR", "LLAMA_ARG_MODELS_PRESET")}
+            env["LLAMARS_ROUTER_CHILD"] = "1"  # (the router reported the config's notes once already)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(inst.sock)
             try:

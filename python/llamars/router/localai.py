@@ -7,6 +7,7 @@ known by its `name`, and becomes the command line of its child server:
 | `parameters.temperature`, `top_p`, `top_k`, `min_p`, `max_tokens`, `seed`, `repeat_penalty`, `repeat_last_n`, `presence_penalty`, `frequency_penalty`, `typical_p`, `mirostat`, `mirostat_eta`, `mirostat_tau`, `n_keep`, `ignore_eos` | the sampling defaults (`--temp`, … `-n`) |
 | `context_size`, `threads`, `gpu_layers`, `batch`, `main_gpu`, `mmap`, `embeddings`, `rope_freq_base`, `rope_freq_scale`, `flash_attention`, `cache_type_k` / `_v` | `-c`, `-t`, `-ngl`, `-b`, `-mg`, `--load-mode`, `--embeddings`, … |
 | `stopwords`                               | `-r` (each a default stop string)                 |
+| `template.chat`, `chat_message`, `completion`, `edit` | LocalAI's Go templates (chat/localai_template.py) |
 | `template.use_tokenizer_template`         | the GGUF's own chat template (the default)        |
 | `options: ["key:value", …]`               | LocalAI's llama.cpp backend options (`parallel`, `cache_ram`, `context_shift`, `slot_prompt_similarity`, `swa_full`, `cache_reuse`, `n_ctx_checkpoints`, …) |
 
@@ -48,7 +49,7 @@ _OPTIONS = {"use_jinja": "jinja", "jinja": "jinja", "context_shift": "context-sh
             "split_mode": "split-mode", "sm": "split-mode"}
 # keys that describe the model to people or to LocalAI's gallery, not to the server
 _DESCRIPTIVE = {"name", "backend", "parameters", "description", "usage", "known_usecases", "license", "urls", "icon",
-                "tags", "download_files", "options", "template", "stopwords", "f16", "mmap"}
+                "tags", "download_files", "options", "template", "stopwords", "f16", "mmap", "roles", "system_prompt"}
 
 
 def _flag(entry: Entry, flag: str, value: object, where: str) -> None:
@@ -123,12 +124,19 @@ def load_yaml(path: str, models_dir: str) -> Tuple[Optional[Entry], List[str]]:
     tmpl = doc.get("template") or {}
     if not isinstance(tmpl, dict):
         raise CatalogError(f"{path}: template must be a mapping")
-    for k, v in tmpl.items():
-        if k == "use_tokenizer_template":
-            continue
-        if v:
-            notes.append(f"{where}: template.{k} (a Go template) is not supported by llamars; the model's own chat "
-                         "template is used")
+    from ..chat.localai_template import KINDS, load_templates
+    from ..chat.templates import TemplateError
+
+    for k in tmpl:
+        if k not in KINDS and k not in ("use_tokenizer_template", "join_chat_messages_by_character"):
+            notes.append(f"{where}: template.{k} is not used by llamars")
+    try:
+        load_templates(tmpl, models_dir, where)  # (checked here: a template that does not parse fails the model)
+    except TemplateError as e:
+        entry.refused = str(e)
+    roles = doc.get("roles") or {}
+    if not isinstance(roles, dict) or not all(isinstance(v, str) for v in roles.values()):
+        raise CatalogError(f"{path}: roles must map role names to strings")
     opts = doc.get("options") or []
     if not isinstance(opts, list):
         raise CatalogError(f"{path}: options must be a list of key:value strings")
@@ -142,6 +150,23 @@ def load_yaml(path: str, models_dir: str) -> Tuple[Optional[Entry], List[str]]:
     return entry, notes
 
 
+def prompts(path: str):
+    """The config's prompt templates as a LocalAIChatTemplate (its `chat` / `chat_message`
+    replace the model's chat template only when given), or None when it has none."""
+    import yaml
+
+    from ..chat.localai_template import LocalAIChatTemplate, load_templates
+
+    with open(path, encoding="utf-8") as f:
+        doc = yaml.safe_load(f) or {}
+    tmpl = doc.get("template") or {}
+    found = load_templates(tmpl, os.path.dirname(os.path.abspath(path)), os.path.basename(path))
+    if not found:
+        return None
+    return LocalAIChatTemplate(found, dict(doc.get("roles") or {}), str(doc.get("system_prompt") or ""),
+                               str(tmpl.get("join_chat_messages_by_character") or "\n"))
+
+
 def scan_yaml(models_dir: str) -> Tuple[Dict[str, Entry], List[str]]:
     out: Dict[str, Entry] = {}
     notes: List[str] = []
@@ -151,6 +176,7 @@ def scan_yaml(models_dir: str) -> Tuple[Dict[str, Entry], List[str]]:
         e, n = load_yaml(os.path.join(models_dir, f), models_dir)
         notes += n
         if e is not None:
+            e.config_path = os.path.join(models_dir, f)  # (its child reads it: --model-config)
             if e.name in out:
                 raise CatalogError(f"{models_dir}: two model configs are named {e.name!r}")
             out[e.name] = e

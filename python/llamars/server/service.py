@@ -31,6 +31,7 @@ class Service:
         self.aengine: Optional[AsyncEngine] = AsyncEngine(engine=engine) if engine else None
         self.error: Optional[str] = None
         self.template = None
+        self.localai = None
         self.eog_tokens: List[int] = []
         self.created = int(time.time())
         self.fingerprint = f"llamars-{__version__}"
@@ -81,6 +82,17 @@ class Service:
         e = self.engine
         assert e is not None
         self.template = template_for(e, self.config.chat_template, self.config.chat_template_file)
+        self.localai = None  # --model-config's prompt templates (completion, edit; chat when given)
+        if self.config.model_config:
+            from ..router.localai import prompts
+
+            t = self.template
+            self.localai = prompts(self.config.model_config)
+            if self.localai is not None:
+                self.localai.bos_token, self.localai.eos_token = t.bos_token, t.eos_token
+                self.localai.tokenizer_adds_bos, self.localai.tokenizer_adds_eos = t.tokenizer_adds_bos, t.tokenizer_adds_eos
+                if {"chat", "chat_message"} & set(self.localai.templates):
+                    self.template = self.localai
         is_eog = e._core.is_eog
         self.eog_tokens = [t for t in range(e.n_vocab) if is_eog(t)]
         self.bos_text = self.template.bos_token

@@ -118,7 +118,10 @@ async def oai_completions(request: Request, data: JSONBody[OAICompletionRequest]
         id_slot=data.id_slot,
         n_keep=data.n_keep,
     )
-    reqs = await svc.arequests(data.prompt, fields, None, data.n)
+    prompt = data.prompt
+    if svc.localai is not None and "completion" in svc.localai.templates and isinstance(prompt, str):
+        prompt = await asyncio.to_thread(svc.localai.completion, prompt)  # (LocalAI's completion template)
+    reqs = await svc.arequests(prompt, fields, None, data.n)
     prompts = [r.prompt for r in reqs]
     cid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
     base = {"id": cid, "object": "text_completion", "created": created, "model": data.model or svc.model_id, "system_fingerprint": svc.fingerprint}
