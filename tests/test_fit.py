@@ -109,3 +109,32 @@ def test_router_refuses_a_load_that_does_not_fit(tmp_path, model_path):
         assert r.models()["gemma"]["status"]["value"] == "unloaded" and not r.children()  # nothing was started
     finally:
         r.stop()
+
+
+def test_router_unloads_idle_models_to_make_room(tmp_path):
+    """Two tiny models with a large KV cache each (the engine writes its KV pages at load, so
+    each child really holds it): with room for one and a half, loading the second unloads
+    the first (idle) one."""
+    d = tmp_path / "models"
+    d.mkdir()
+    tm.write_model(d / "a.gguf", "llama", "F32", seed=1)
+    tm.write_model(d / "b.gguf", "llama", "F32", seed=2)
+    ctx = 1 << 19
+    want = need(str(d / "a.gguf"), ctx, 1).total
+    free = available() or 0
+    if free < 3 * want:
+        pytest.skip(f"needs {3 * want // MiB} MiB of available memory, {free // MiB} MiB here")
+    margin_mib = (free - want * 3 // 2) // MiB
+    r = Router(tmp_path, ["--models-dir", str(d), "-c", str(ctx), "-np", "1", "--models-max", "0", "--fit-target", str(margin_mib)])
+    try:
+        assert r.complete("a").status_code == 200
+        with open(f"/proc/{r.children()['a']}/status") as f:
+            rss = int(next(x for x in f if x.startswith("VmRSS")).split()[1]) * 1024
+        assert rss > want * 9 // 10, f"a's server holds {rss // MiB} MiB, {want // MiB} MiB reckoned"
+        assert r.complete("b").status_code == 200  # no room beside a: a (idle) was unloaded first
+        st = {k: v["status"]["value"] for k, v in r.models().items()}
+        assert st == {"a": "unloaded", "b": "loaded"}, st
+        print(f"make room: each model ~{want // MiB} MiB, a's server held {rss // MiB} MiB; "
+              f"{free // MiB} MiB available, margin {margin_mib} MiB: a unloaded for b")
+    finally:
+        r.stop()

@@ -441,3 +441,23 @@ def test_in_process_router(models_dir, preset):
         assert router.engine("tiny-qwen").generate(PROMPT, max_tokens=2, temperature=0.0).tokens
         with pytest.raises(Exception, match="not found"):
             router.engine("nope")
+
+
+def test_reload_reads_the_sources_again(tmp_path):
+    d = tmp_path / "models"
+    d.mkdir()
+    tm.write_model(d / "a.gguf", "llama", "F32", seed=1)
+    r = Router(tmp_path, ["--models-dir", str(d)])
+    try:
+        assert r.complete("a").status_code == 200
+        pid = r.children()["a"]
+        tm.write_model(d / "b.gguf", "llama", "F32", seed=2)
+        assert sorted(r.models()) == ["a"]  # not read again without ?reload
+        (d / "a.gguf").unlink()
+        got = {m["id"]: m["status"]["value"] for m in r.c.get("/models", params={"reload": "1"}).json()["data"]}
+        assert got == {"b": "unloaded"}  # a was running and is gone from the source: unloaded and dropped
+        _wait(lambda: not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text(), "a's server to end")
+        assert r.complete("b").status_code == 200
+        assert r.complete("a").status_code == 400
+    finally:
+        r.stop()

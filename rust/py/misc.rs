@@ -64,7 +64,8 @@ pub fn inspect<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDic
 /// What loading `path` with these settings takes, before loading it: the weights' bytes
 /// (memory-mapped, all touched), the KV cache's (exact: the engine allocates that) and an
 /// estimate of the activations' (one micro-batch through the widest layer, the logits of
-/// every slot, attention scores over a slot's context); `n_ctx` 0 is the training context.
+/// every slot, each thread's attention scores over a slot's context); `n_ctx` 0 is the
+/// training context.
 #[pyfunction]
 #[pyo3(signature = (path, n_ctx, n_parallel, n_ubatch, swa_full=false))]
 pub fn memory_plan<'py>(
@@ -82,9 +83,13 @@ pub fn memory_plan<'py>(
     let slot_ctx = n_ctx / n_parallel;
     let u = n_ubatch.max(1) as u128;
     let weights: u128 = g.tensors.iter().map(|t| t.size as u128).sum();
+    // attention scores are per work item (one query row, one KV head's group of heads): at
+    // most one per thread at a time
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u128;
+    let group = (c.n_head / c.n_head_kv.max(1)).max(1) as u128;
     let compute = u * 4 * (6 * c.n_embd as u128 + 3 * c.n_ff as u128)
         + n_parallel as u128 * c.n_vocab as u128 * 4
-        + u * slot_ctx.min(1 << 20) as u128 * c.n_head as u128 * 4;
+        + threads * group * slot_ctx as u128 * 4;
     let d = PyDict::new(py);
     d.set_item("n_ctx", n_ctx)?;
     d.set_item("n_ctx_train", c.n_ctx_train)?;

@@ -55,8 +55,16 @@ def _listing(models: Models) -> dict:
     return {"data": data, "object": "list"}
 
 
-@get(["/models", "/v1/models"], sync_to_thread=False)
-def list_models(models: NamedDependency[Models]) -> dict:
+@get(["/models", "/v1/models"])
+async def list_models(request: Request, models: NamedDependency[Models], config: NamedDependency[ServerConfig]) -> dict:
+    if request.query_params.get("reload"):  # (llama-server: any value) the sources read again
+        try:
+            entries, notes = await asyncio.to_thread(catalog, config.models_dir, config.models_preset)
+        except ValueError as e:  # CatalogError: the sources became unreadable; the list stays as it was
+            raise ApiError(500, f"reload: {e}", "server_error") from None
+        for line in notes:
+            print(f"llamars-server: warning: {line}", file=sys.stderr, flush=True)
+        await models.reload(entries)
     return _listing(models)
 
 

@@ -99,10 +99,35 @@ class Models:
         self.config = config
         self.dir = tempfile.mkdtemp(prefix="llamars-router-")  # (mkdtemp: mode 0700)
         self.instances: Dict[str, Instance] = {}
-        for i, (name, e) in enumerate(sorted(entries.items())):
-            self.instances[name] = Instance(e, child_args(e, router_items), os.path.join(self.dir, f"m{i}.sock"))
+        self.router_items = router_items
+        self._n = 0  # sockets made
+        for name, e in sorted(entries.items()):
+            self.instances[name] = self._instance(e)
         self.subscribers: List[asyncio.Queue] = []
         self.lock = asyncio.Lock()  # loads and evictions, one at a time
+
+    def _instance(self, e: Entry) -> Instance:
+        self._n += 1
+        return Instance(e, child_args(e, self.router_items), os.path.join(self.dir, f"m{self._n}.sock"))
+
+    async def reload(self, entries: Dict[str, Entry]) -> None:
+        """`GET /models?reload=1`, as llama-server: models new in the sources are added, and
+        one removed or changed is dropped or replaced; one of those that is running is
+        unloaded first."""
+        for name in list(self.instances):
+            inst = self.instances[name]
+            e = entries.get(name)
+            same = e is not None and (e.path, child_args(e, self.router_items), e.refused) == (inst.entry.path, inst.args, inst.entry.refused)
+            if same:
+                continue
+            if inst.running:
+                await self.unload(inst)
+            del self.instances[name]
+            self.emit(inst)
+        for name, e in sorted(entries.items()):
+            if name not in self.instances:
+                self.instances[name] = self._instance(e)
+        self.instances = dict(sorted(self.instances.items()))
 
     # ------------------------------------------------------------------ queries
     def get(self, name: str) -> Optional[Instance]:
