@@ -92,7 +92,7 @@ def test_server_fits_an_unset_context(tmp_path, model_path):
             p.wait(30)
     r = subprocess.run([sys.executable, "-m", "llamars.cli", "-m", model_path, "--fit-target", "lots"], capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode == 1 and "--fit-target: expected MiB as an integer" in r.stderr
+    assert r.returncode == 1 and "invalid value for --fit-target: 'lots' (expected MiB" in r.stderr
 
 
 def test_router_refuses_a_load_that_does_not_fit(tmp_path, model_path):

@@ -68,7 +68,7 @@ def _sample(o, name: str) -> list:
     if k in ("bool", "action"):
         return [name]
     value = {"int": "1", "threads": "2", "float": "0.5", "tristate": "on", "kvtype": "q8_0", "spectype": "ngram-simple",
-             "choice": o.choices[0] if o.choices else "x", "ngl": "1", "pair": None, "bias": "15+1", "json": "{}"}.get(k, "x")
+             "choice": o.choices[0] if o.choices else "x", "ngl": "1", "pair": None, "bias": "15+1", "json": "{}", "mibs": "1024"}.get(k, "x")
     if k == "pair":
         return [name, "0", "1"]
     if o.lo is not None and k in ("int", "float") and float(value) < o.lo:

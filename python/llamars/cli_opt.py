@@ -9,7 +9,7 @@ from typing import List, NamedTuple, Optional, Tuple
 class Opt(NamedTuple):
     names: str  # the flag spellings, comma-separated, as llama-server lists them
     dest: str  # ServerConfig field, "sampling.<field>", or "@<action>"
-    kind: str  # int float str bool choice list json keys keyfile textfile ngl threads action
+    kind: str  # int float str bool choice list json keys keyfile textfile ngl threads action mibs …
     hint: str  # value placeholder in --help ("" for flags without a value)
     help: str  # description; "\n" starts a new line, as in llama-server's --help
     env: Optional[str] = None

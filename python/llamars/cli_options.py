@@ -126,7 +126,7 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
         _E + "TENSOR_SPLIT", inert="llamars runs on one device (-dev / -mg)"),
     Opt("-fit, --fit", "fit", "tristate", "[on|off]",
         "whether to adjust unset arguments to fit in device memory ('on' or 'off', default: 'on')", _E + "FIT"),
-    Opt("-fitt, --fit-target", "fit_target", "str", "MiB0,MiB1,MiB2,...", "target margin per device for --fit",
+    Opt("-fitt, --fit-target", "fit_target", "mibs", "MiB0,MiB1,MiB2,...", "target margin per device for --fit",
         _E + "FIT_TARGET"),
     Opt("-fitc, --fit-ctx", "fit_ctx", "int", "N", "minimum ctx size that can be set by --fit option, default: 4096",
         _E + "FIT_CTX", lo=0),

@@ -180,13 +180,15 @@ async def passthrough(request: Request, models: NamedDependency[Models], config:
     return await _pass(request, models, config, name, body)
 
 
-def create_router_app(config: ServerConfig, router_items: List[Tuple[Opt, str, object]]) -> Litestar:
-    """Raises CatalogError (a ValueError) for a models directory or preset that cannot be read."""
+def create_router_app(config: ServerConfig, router_items: List[Tuple[Opt, str, object]], parse=None) -> Litestar:
+    """`parse`: the command-line parser (cli.parse_args), to reckon what each child will
+    take before it starts. Raises CatalogError (a ValueError) for a models directory or
+    preset that cannot be read."""
     logging.getLogger("httpx").setLevel(logging.WARNING)  # (not a line per request passed on)
     entries, notes = catalog(config.models_dir, config.models_preset)
     for line in notes:  # (reported once, here)
         print(f"llamars-server: warning: {line}", file=sys.stderr, flush=True)
-    models = Models(config, entries, router_items)
+    models = Models(config, entries, router_items, parse)
     handlers = [list_models, health, load_model, unload_model, models_sse, router_props, passthrough]
     if not config.static_path:  # (a --path directory would take every GET)
         handlers += webui.routes(config)

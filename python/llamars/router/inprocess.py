@@ -68,7 +68,7 @@ class Router:
         return out
 
     def _config(self, name: str):
-        from ..cli import parse_args
+        from ..cli_parse import parse_args
 
         e = self._entries[name]
         return parse_args([*self._args[name], "-m", e.path or ""], env={})

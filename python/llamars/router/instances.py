@@ -18,7 +18,7 @@ import signal
 import sys
 import tempfile
 import time
-from typing import Deque, Dict, List, Optional, Tuple
+from typing import Callable, Deque, Dict, List, Optional, Tuple
 
 import httpx
 
@@ -95,8 +95,10 @@ class Instance:
 class Models:
     """The catalog's instances and their lifecycle (all on the router's event loop)."""
 
-    def __init__(self, config: ServerConfig, entries: Dict[str, Entry], router_items: List[Tuple[Opt, str, object]]) -> None:
+    def __init__(self, config: ServerConfig, entries: Dict[str, Entry], router_items: List[Tuple[Opt, str, object]],
+                 parse: Optional[Callable[..., ServerConfig]] = None) -> None:
         self.config = config
+        self.parse = parse  # the server's command-line parser (cli.parse_args), for what a child will take
         self.dir = tempfile.mkdtemp(prefix="llamars-router-")  # (mkdtemp: mode 0700)
         self.instances: Dict[str, Instance] = {}
         self.router_items = router_items
@@ -178,11 +180,12 @@ class Models:
     def _need(self, inst: Instance):
         """(what the child will take, the margin to keep) with its own settings, as its
         --fit will choose them; None when it cannot be told (the child reports the error)."""
-        from ..cli import parse_args
         from ..fit import FIT_CTX, fit_ctx, need, target_bytes
 
+        if self.parse is None:
+            return None
         try:
-            c = parse_args(inst.command()[1:], env={})
+            c = self.parse(inst.command()[1:], env={})
             margin = target_bytes(c.fit_target)
             n_parallel, n_ctx = c.resolved_parallel(), c.resolved_ctx()
             path = inst.entry.path or ""

@@ -21,7 +21,7 @@ import os
 from typing import Dict, List, Optional, Tuple
 
 from ..cli_opt import split_names
-from .catalog import _KEYS, CatalogError, Entry
+from .entry import _KEYS, CatalogError, Entry
 
 BACKENDS = ("llama-cpp", "llama", "llama.cpp")
 _PARAMETERS = {"temperature": "temp", "top_p": "top-p", "top_k": "top-k", "min_p": "min-p", "max_tokens": "n-predict",
