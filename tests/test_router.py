@@ -373,6 +373,17 @@ def test_models_max_unloads_the_least_recently_used(tmp_path, models_dir):
         freed = rss - _rss_kib(kids["tiny-llama"])
         print(f"models-max 1: gemma's server ({rss} KiB RSS) ended; the one left holds {rss - freed} KiB")
         assert freed > 100 * 1024  # the real model's weights and KV left with its process
+        # two models asked for at once: a model a request waits for is never unloaded under
+        # it; each request is answered, or told every loaded model is busy
+        got: List[httpx.Response] = []
+        ts = [threading.Thread(target=lambda n=n: got.append(r.complete(n))) for n in ("gemma", "tiny-llama", "gemma")]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        assert len(got) == 3 and any(x.status_code == 200 for x in got)
+        for x in got:
+            assert x.status_code == 200 or (x.status_code == 503 and "every loaded model is busy" in x.json()["error"]["message"]), x.text
     finally:
         r.stop()
     assert not any(Path(f"/proc/{p}").exists() for p in kids.values()), "children outlived the router"

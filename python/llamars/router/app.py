@@ -146,16 +146,16 @@ async def _pass(request: Request, models: Models, config: ServerConfig, name: Op
         raise ApiError(400, f"model '{name}' not found")
     if inst.status != "loaded" and not _autoload(request, config):
         raise ApiError(400, "model is not loaded")
+    inst.waiters += 1  # (a model a request waits for is not unloaded to make room for another)
     try:
         await models.ensure_ready(inst)
-    except RouterError as e:
-        raise _api(e) from None
-    inst.last_used = time.monotonic()
-    target = request.url.path + (("?" + request.url.query) if request.url.query else "")
-    try:
+        inst.last_used = time.monotonic()
+        target = request.url.path + (("?" + request.url.query) if request.url.query else "")
         return await forward(inst, request.method, target, request.scope["headers"], body)
     except RouterError as e:
         raise _api(e) from None
+    finally:
+        inst.waiters -= 1
 
 
 @get("/props")

@@ -60,7 +60,8 @@ class Instance:
         self.client: Optional[httpx.AsyncClient] = None
         self.loaded_info: dict = {}
         self.last_used = 0.0
-        self.inflight = 0
+        self.inflight = 0  # requests being answered
+        self.waiters = 0  # requests waiting for it to load (or just loaded, not yet passed on)
         self.stopping = False
         self.task: Optional[asyncio.Task] = None  # the load in progress
         self.refusal: Optional[RouterError] = None  # why the last load did not start
@@ -172,7 +173,7 @@ class Models:
             return
         while sum(1 for x in self.instances.values() if x.running and x is not inst) >= cap:
             print("EVICT", [(x.name, x.status, x.inflight, id(x)) for x in self.instances.values()], file=sys.stderr, flush=True)
-            idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0]
+            idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0 and x.waiters == 0]
             if not idle:
                 raise RouterError(503, f"--models-max {cap}: every loaded model is busy; retry when one is idle", "unavailable_error")
             await self.unload(min(idle, key=lambda x: x.last_used))
@@ -208,7 +209,7 @@ class Models:
             free = await asyncio.to_thread(available)
             if free is None or want.total <= free - margin:
                 return
-            idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0]
+            idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0 and x.waiters == 0]
             if not idle:
                 raise RouterError(503, f"model '{inst.name}' needs {want.describe()} and {free // MiB} MiB are available "
                                        f"with a {margin // MiB} MiB margin (--fit-target); unload a model "
