@@ -655,3 +655,40 @@ def test_phone_width(driver, server, shots):
         by(d, "close-settings").click()
     finally:
         d.set_window_size(1280, 860)
+
+
+def test_router_mode_model_picker(driver, model_path, tmp_path):
+    """Against a router: the header is a picker of its models; the chosen one's /props fills
+    the header, and the chat is sent to it (the body's `model`)."""
+    import os
+
+    import tiny_models as tm
+    from selenium.webdriver.support.ui import Select
+    from test_router import Router
+
+    d_models = tmp_path / "models"
+    d_models.mkdir()
+    os.symlink(model_path, d_models / "gemma.gguf")
+    tm.write_model(d_models / "tiny.gguf", "llama", "F32", seed=1)
+    r = Router(tmp_path, ["--models-dir", str(d_models), "-c", "1024", "-np", "1"])
+    d = driver
+    try:
+        open_page(d, r.url, {"max_tokens": 6, "temperature": 0})
+        wait(lambda: by(d, "model-select").is_displayed(), 20, what="the model picker")
+        assert not by(d, "model-name").is_displayed()
+        pick = Select(by(d, "model-select"))
+        assert [o.get_attribute("value") for o in pick.options] == ["gemma", "tiny"]
+        pick.select_by_value("gemma")
+        wait(lambda: "ctx 1024" in by(d, "model-info").text, 60, what="gemma's /props in the header")
+        send(d, "Hello")
+        wait_idle(d)
+        reply = stored(d)[0]["messages"][1]
+        assert reply["content"] and not reply.get("error"), reply
+        assert r.models()["gemma"]["status"]["value"] == "loaded"
+        assert js(d, "return JSON.parse(localStorage.getItem('llamars.model'))") == "gemma"
+        d.refresh()  # the choice is kept
+        wait(lambda: js(d, "return document.querySelector('[data-testid=model-select]').value") == "gemma", 20,
+             what="the stored choice")
+        assert not console_errors(d)
+    finally:
+        r.stop()

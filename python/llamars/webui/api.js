@@ -37,10 +37,18 @@ export async function errorOf(response) {
   return new ApiError(`${text.slice(0, 500) || response.statusText || 'request failed'} (HTTP ${response.status})`, response.status);
 }
 
-export async function getProps(settings) {
-  const r = await fetch(apiUrl('props'), { headers: headers(settings) });
+// /props of the server, or in router mode of one of its models (`model`)
+export async function getProps(settings, model) {
+  const r = await fetch(apiUrl(model ? `props?model=${encodeURIComponent(model)}` : 'props'), { headers: headers(settings) });
   if (!r.ok) throw await errorOf(r);
   return r.json();
+}
+
+// router mode: the models it serves, with their status
+export async function getModels(settings) {
+  const r = await fetch(apiUrl('v1/models'), { headers: headers(settings) });
+  if (!r.ok) throw await errorOf(r);
+  return (await r.json()).data || [];
 }
 
 const NUMBERS = { temperature: false, top_k: true, top_p: false, min_p: false, repeat_penalty: false, max_tokens: true, seed: true };
@@ -87,8 +95,9 @@ export function chatMessages(messages, settings) {
   return out;
 }
 
-export function chatBody(messages, settings) {
+export function chatBody(messages, settings, model) {
   return {
+    ...(model ? { model } : {}),
     messages: chatMessages(messages, settings),
     stream: true,
     stream_options: { include_usage: true },

@@ -1,7 +1,7 @@
 // The chat page: conversation state, the composer, the side list and the header, wired
 // to the DOM in index.html. Streaming lives in chat.js, storage in store.js, settings in
 // settings.js, DOM building in view.js and markdown.js.
-import { getProps } from './api.js';
+import { getModels, getProps } from './api.js';
 import { streamReply } from './chat.js';
 import { setupSettings } from './settings.js';
 import * as store from './store.js';
@@ -10,7 +10,7 @@ import { conversationItem, el, emptyState, messageEl } from './view.js';
 const $ = (id) => document.getElementById(id);
 const ui = {
   messages: $('messages'), prompt: $('prompt'), send: $('send'), stop: $('stop'), list: $('conversations'),
-  modelName: $('model-name'), modelInfo: $('model-info'), composer: $('composer'),
+  modelName: $('model-name'), modelInfo: $('model-info'), modelSelect: $('model-select'), composer: $('composer'),
 };
 
 let convs = store.loadConversations();
@@ -21,6 +21,7 @@ let props = null;
 let pending = 0; // requestAnimationFrame handle for the streaming message
 let propsKey = null; // the API key /props was last asked with
 let askedForKey = false;
+let routerModel = ''; // router mode: the model chosen in the header ('' for a one-model server)
 
 // a changed API key: ask /props again
 const settings = setupSettings((s) => {
@@ -110,7 +111,8 @@ async function generate(conv) {
   busy = { controller: new AbortController(), conv, msg };
   save();
   render();
-  await streamReply(conv.messages.slice(0, -1), msg, settings.get(), busy.controller.signal, () => scheduleStreaming(conv));
+  await streamReply(conv.messages.slice(0, -1), msg, settings.get(), busy.controller.signal, () => scheduleStreaming(conv),
+    routerModel);
   busy = null;
   conv.updated = Date.now();
   save();
@@ -262,7 +264,8 @@ async function loadProps() {
   const s = settings.get();
   propsKey = s.api_key;
   try {
-    const p = await getProps(s);
+    let p = await getProps(s);
+    if (p.role === 'router') p = await chooseModel(s);
     const dgs = p.default_generation_settings || {};
     const path = String(p.model_path || '');
     props = { name: p.model_alias || path.split(/[\\/]/).pop() || 'model', n_ctx: dgs.n_ctx, slots: p.total_slots };
@@ -275,13 +278,42 @@ async function loadProps() {
     if (!current.messages.length) renderMessages();
   } catch (e) {
     props = null;
-    ui.modelInfo.textContent = e.status === 401 ? 'API key required' : 'server unavailable';
+    ui.modelInfo.textContent = e.status === 401 ? 'API key required' : routerModel ? 'model unavailable' : 'server unavailable';
+    ui.modelInfo.title = e.message || '';
     if (e.status === 401 && !askedForKey) {
       askedForKey = true;
       settings.open('The server needs an API key.', 'api_key');
     }
   }
 }
+
+// router mode: a model picker in the header (the one chosen last, else a loaded one); its
+// /props loads it, as a request for it would
+async function chooseModel(s) {
+  const models = await getModels(s);
+  const ids = models.map((m) => m.id);
+  const stored = store.loadModel();
+  const loaded = models.find((m) => m.status && m.status.value === 'loaded');
+  routerModel = ids.includes(stored) ? stored : loaded ? loaded.id : ids[0] || '';
+  if (routerModel !== stored) store.saveModel(routerModel);
+  ui.modelSelect.replaceChildren(...models.map((m) => {
+    const failed = m.status && m.status.failed;
+    const o = el('option', null, failed ? `${m.id} (failed)` : m.id);
+    o.value = m.id;
+    o.selected = m.id === routerModel;
+    return o;
+  }));
+  ui.modelSelect.hidden = false;
+  ui.modelName.hidden = true;
+  if (!routerModel) return { model_alias: 'no models', default_generation_settings: {} };
+  return getProps(s, routerModel);
+}
+
+ui.modelSelect.addEventListener('change', () => {
+  store.saveModel(ui.modelSelect.value);
+  ui.modelInfo.textContent = 'loading…';
+  loadProps();
+});
 
 function applyTheme(theme) {
   if (theme) document.documentElement.dataset.theme = theme;

@@ -19,9 +19,10 @@ function mergeToolCalls(msg, deltas) {
 }
 
 // Streams the reply to `history` into `msg`; `onUpdate` runs after every chunk. Resolves
-// when the reply ends, fails or `signal` aborts it (then msg.stopped is set).
-export async function streamReply(history, msg, settings, signal, onUpdate) {
-  const body = chatBody(history, settings); // a SettingsError here means nothing is sent
+// when the reply ends, fails or `signal` aborts it (then msg.stopped is set). `model`:
+// the model a router serves it with (none for a one-model server).
+export async function streamReply(history, msg, settings, signal, onUpdate, model) {
+  const body = chatBody(history, settings, model); // a SettingsError here means nothing is sent
   const t0 = performance.now();
   let tFirst = 0;
   let pieces = 0;

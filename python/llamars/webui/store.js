@@ -1,5 +1,6 @@
 // Browser storage: conversations, settings and theme in localStorage; export/import as JSON.
-const KEYS = { convs: 'llamars.conversations', current: 'llamars.current', settings: 'llamars.settings', theme: 'llamars.theme' };
+const KEYS = { convs: 'llamars.conversations', current: 'llamars.current', settings: 'llamars.settings', theme: 'llamars.theme',
+  model: 'llamars.model' };
 
 export const DEFAULT_SETTINGS = {
   api_key: '', system: '', temperature: '', top_k: '', top_p: '', min_p: '', repeat_penalty: '',
@@ -22,6 +23,10 @@ function write(key, value) {
     console.warn('llamars: could not save to localStorage', e);
   }
 }
+
+// router mode: the model the page talks to
+export const loadModel = () => read(KEYS.model, '');
+export const saveModel = (id) => write(KEYS.model, id);
 
 export const newId = () => Date.now().toString(36) + Math.random().toString(36).slice(2, 8);
 
