@@ -172,7 +172,6 @@ class Models:
         if cap <= 0:
             return
         while sum(1 for x in self.instances.values() if x.running and x is not inst) >= cap:
-            print("EVICT", [(x.name, x.status, x.inflight, id(x)) for x in self.instances.values()], file=sys.stderr, flush=True)
             idle = [x for x in self.instances.values() if x.status == "loaded" and x is not inst and x.inflight == 0 and x.waiters == 0]
             if not idle:
                 raise RouterError(503, f"--models-max {cap}: every loaded model is busy; retry when one is idle", "unavailable_error")
@@ -222,15 +221,15 @@ class Models:
             if inst.status == "loaded":
                 return
             inst.refusal = None
+            if inst.entry.refused:  # (before making room: nothing is unloaded for a model that cannot load)
+                inst.status, inst.failed, inst.exit_code, inst.error = "unloaded", True, None, inst.entry.refused
+                self.emit(inst, failed=True, error=inst.error)
+                return
             try:
                 await self._evict_for(inst)
                 await self._make_room(inst)
             except RouterError as e:
                 inst.refusal = e  # (not the model's failure: nothing was started)
-                return
-            if inst.entry.refused:
-                inst.status, inst.failed, inst.exit_code, inst.error = "unloaded", True, None, inst.entry.refused
-                self.emit(inst, failed=True, error=inst.error)
                 return
             inst.status, inst.failed, inst.exit_code, inst.error = "loading", False, None, None
             inst.tail.clear()
@@ -278,14 +277,23 @@ class Models:
     async def _pump(self, inst: Instance, proc: asyncio.subprocess.Process) -> None:
         """The child's output, to the router's stderr with the model's name in front."""
         assert proc.stdout is not None
+        pending = b""
         while True:
-            line = await proc.stdout.readline()
-            if not line:
+            chunk = await proc.stdout.read(1 << 16)  # (not readline: a line of any length must not stop the pump)
+            if not chunk:
+                lines = [pending] if pending else []
+            else:
+                *lines, pending = (pending + chunk).split(b"\n")
+                if len(pending) > 1 << 16:  # a very long line: passed on in pieces
+                    lines.append(pending)
+                    pending = b""
+            for line in lines:
+                text = line.decode("utf-8", "replace")
+                inst.tail.append(text[:2000])
+                with contextlib.suppress(OSError, ValueError):
+                    print(f"[{inst.name}] {text}", file=sys.stderr, flush=True)
+            if not chunk:
                 return
-            text = line.decode("utf-8", "replace").rstrip("\n")
-            inst.tail.append(text)
-            with contextlib.suppress(OSError, ValueError):
-                print(f"[{inst.name}] {text}", file=sys.stderr, flush=True)
 
     async def _watch(self, inst: Instance, proc: asyncio.subprocess.Process) -> None:
         await proc.wait()
