@@ -138,9 +138,9 @@ def main() -> int:
     a = ap.parse_args()
     streams = [int(x) for x in a.streams.split(",")]
     if a.model is None:
-        from llamars.models import default_model
+        from llamars.models import reference_model
 
-        a.model = str(default_model())
+        a.model = str(reference_model())
     print(f"model {a.model}, {a.threads} threads, {a.tg} tokens per stream, streams {streams}", flush=True)
     ours = bench_llamars(a.model, streams, a.tg, a.threads)
     binary = find_llama_server(a.llama_server)

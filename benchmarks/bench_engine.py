@@ -74,9 +74,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     if a.model is None:
-        from llamars.models import default_model
+        from llamars.models import reference_model
 
-        a.model = str(default_model())
+        a.model = str(reference_model())
     print(f"model {a.model}, {a.threads} threads, pp{a.pp} / tg{a.tg}, median of {a.reps}", flush=True)
     ours = bench_llamars(a.model, a.pp, a.tg, a.threads, a.reps)
     print(f"llamars:   pp{a.pp} {ours[0]:8.1f} tok/s   tg{a.tg} {ours[1]:7.1f} tok/s", flush=True)

@@ -94,10 +94,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     from llamars.config import ServerConfig
-    from llamars.models import default_model
+    from llamars.models import reference_model
     from llamars.server.app import create_app
 
-    model = a.model or str(default_model())
+    model = a.model or str(reference_model())
     srv = LiveServer(create_app(ServerConfig(model=model, n_ctx=4096, n_parallel=2, embedding=True))).start()
     out: dict = {"model": os.path.basename(model)}
     try:

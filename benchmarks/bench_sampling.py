@@ -29,9 +29,9 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     if a.model is None:
-        from llamars.models import default_model
+        from llamars.models import reference_model
 
-        a.model = str(default_model())
+        a.model = str(reference_model())
     from llamars import Engine
 
     eng = Engine(a.model, n_ctx=2048, n_threads=a.threads)

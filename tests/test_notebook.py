@@ -154,14 +154,34 @@ def test_engine_load_progress(model_path, capsys):
 
 def test_default_model_assembly_shows_a_bar(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LLAMARS_CACHE", str(tmp_path))
-    from llamars.models import default_model
+    from llamars.models import reference_model
 
-    path = default_model(progress=True)
+    path = reference_model(progress=True)
     assert path.parent == tmp_path and path.stat().st_size > 200 << 20
     err = capsys.readouterr().err
     assert "assembling gemma-3-270m-q4_k_m.gguf" in err and "100%" in err and "ready" in err
-    assert default_model(progress=True) == path  # already there: quiet
+    assert reference_model(progress=True) == path  # already there: quiet
     assert capsys.readouterr().err == ""
+
+
+def test_reference_model_assembly_is_not_rehashed_and_a_damaged_file_is_redone(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LLAMARS_CACHE", str(tmp_path))
+    import llamars.models as models
+
+    path = models.reference_model(progress=False)
+    assert (tmp_path / (path.name + ".verified")).is_file()
+    assert not list(tmp_path.glob("*.partial-*"))
+    hashed = []
+    real = models._sha256
+    monkeypatch.setattr(models, "_sha256", lambda p: hashed.append(p) or real(p))
+    assert models.reference_model(progress=False) == path
+    assert hashed == []  # verified once, unchanged since: no 240 MB re-hash
+    # an interrupted assembly from an older release: a short file under the final name
+    with path.open("r+b") as f:
+        f.truncate(1 << 20)
+    assert models.reference_model(progress=False) == path
+    assert path.stat().st_size > 200 << 20 and len(hashed) == 2  # the short file, then the new one
+    assert "assembling it again" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- the quickstart notebook
@@ -186,7 +206,7 @@ def test_quickstart_notebook_runs_in_a_real_kernel(model_path):
     assert not errors, errors
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     # the engine cell shows the HTML table; display_stream left one live display with the text
-    assert any("gemma3" in o.get("data", {}).get("text/html", "") for o in outputs)
+    assert any("SmolLM2-135M-Instruct" in o.get("data", {}).get("text/html", "") for o in outputs)
     shown = [o for o in outputs if o.output_type == "display_data" and "<pre" in o.get("data", {}).get("text/html", "")]
     assert shown and all(o["data"]["text/plain"].strip() for o in shown)
     assert "stop: " in shown[0]["data"]["text/plain"]  # the final update (with its footer) arrived

@@ -1,5 +1,15 @@
 """llamars: fast local LLM inference (GGUF, quantized SIMD kernels) with a Rust core."""
-from ._core import GenerationRequest, __version__
+import os as _os
+
+# Mesa's Vulkan device-select layer orders GPUs for a display session; compute does its own
+# choice (-dev / -mg), and without a session the layer prints "XDG_RUNTIME_DIR is invalid"
+# on every adapter probe. Set NODEVICE_SELECT=0 to keep the layer.
+if _os.environ.get("NODEVICE_SELECT") == "0":
+    del _os.environ["NODEVICE_SELECT"]
+else:
+    _os.environ.setdefault("NODEVICE_SELECT", "1")
+
+from ._core import GenerationRequest, __version__  # noqa: E402
 from .async_engine import AsyncEngine, AsyncStream
 from .engine import Engine, generation_defaults
 from .results import Chunk, GenerationResult, Stream, Timings

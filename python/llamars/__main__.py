@@ -8,7 +8,7 @@ import time
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m llamars", description="Generate text with a GGUF model.")
-    p.add_argument("-m", "--model", help="GGUF model path (default: the Gemma 3 270M package, assembled on first use)")
+    p.add_argument("-m", "--model", help="GGUF model path (default: the default chat model, SmolLM2-135M-Instruct)")
     p.add_argument("-p", "--prompt", default="The capital of France is", help="prompt text")
     p.add_argument("-n", "--n-predict", type=int, default=64, help="tokens to generate (-1 = until end of context)")
     p.add_argument("-c", "--ctx-size", type=int, default=4096, help="context size (0 = the model's)")

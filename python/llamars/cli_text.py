@@ -66,7 +66,7 @@ def version_text() -> str:
 
 
 def cache_list_text() -> str:
-    """-cl: the GGUF files in llamars's cache (where the default model is assembled)."""
+    """-cl: the GGUF files in llamars's cache (where the Gemma reference model is assembled)."""
     from .models import cache_dir
 
     d = cache_dir()

@@ -87,7 +87,7 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
 
 class ServerConfig(msgspec.Struct, kw_only=True):
     # model and context
-    model: Optional[str] = None  # None: the default model (Gemma 3 270M package)
+    model: Optional[str] = None  # None: the default chat model (models.default_model)
     alias: Optional[str] = None
     n_ctx: int = 0  # 0: the model's training context
     n_batch: int = 2048

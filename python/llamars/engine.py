@@ -127,7 +127,10 @@ class Engine:
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:
-            _log.warning("llamars: %s", self.info["gpu_note"])
+            # asked for GPU layers and got none: a warning; 'auto' on a machine without a
+            # GPU is the expected CPU run (debug here; the server says it once, calmly)
+            auto = isinstance(n_gpu_layers, str) and n_gpu_layers.strip().lower() == "auto"
+            _log.log(logging.DEBUG if auto else logging.WARNING, "llamars: %s", self.info["gpu_note"])
 
     # ---------------------------------------------------------------- facts
     @property

@@ -28,6 +28,12 @@ fn instance() -> &'static wgpu::Instance {
     static I: OnceLock<wgpu::Instance> = OnceLock::new();
     I.get_or_init(|| {
         let mut d = wgpu::InstanceDescriptor::new_without_display_handle_from_env();
+        // Compute runs on Vulkan, Metal or DX12 only (`adapters`); leaving GL out of the
+        // instance also keeps its EGL probing (which connects to Wayland and complains on
+        // stderr when there is no display session) out of every start. WGPU_BACKEND wins.
+        if std::env::var_os("WGPU_BACKEND").is_none() {
+            d.backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
+        }
         // Refuse a resource that would take the device past 95% of its memory budget
         // (an out-of-memory error we can report) instead of losing the device.
         d.memory_budget_thresholds = wgpu::MemoryBudgetThresholds { for_resource_creation: Some(95), for_device_loss: None };

@@ -93,6 +93,10 @@ def serve(config: ServerConfig, app: Optional[Litestar] = None) -> int:
         addr = sock.getsockname()
         say(f"llamars-server: listening on unix:{addr}" if sock.family == getattr(socket, "AF_UNIX", None)
             else f"llamars-server: listening on {scheme}://{_hostport(addr)}")
+    if svc is not None:
+        prefix = config.api_prefix.rstrip("/") if getattr(config, "api_prefix", "") else ""
+        svc.open_urls = [f"{scheme}://{_hostport(_local(sock.getsockname()))}{prefix}" for sock in sockets
+                         if sock.family != getattr(socket, "AF_UNIX", None)]
     server = Server(uvicorn.Config(app, **kw))
     failed: list = []
 
@@ -113,6 +117,12 @@ def serve(config: ServerConfig, app: Optional[Litestar] = None) -> int:
             with contextlib.suppress(OSError):
                 os.unlink(path)
     return 1 if failed else 0
+
+
+def _local(addr):
+    """A wildcard bind address as the address a browser on this machine opens."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(addr[0], addr[0])
+    return (host,) + tuple(addr[1:])
 
 
 def _hostport(addr) -> str:

@@ -38,6 +38,8 @@ class Service:
         self._loader: Optional[threading.Thread] = None
         # called with the error when the model cannot be loaded (the server exits on it)
         self.on_load_failed: Optional[Callable[[str], None]] = None
+        # the addresses to open, said once the model is loaded (set by serve())
+        self.open_urls: List[str] = []
         if engine is not None:
             self._after_load()
 
@@ -70,8 +72,12 @@ class Service:
         self._after_load()
         self.aengine = AsyncEngine(engine=eng)
         self.log(f"llamars-server: model loaded: {eng!r}")
-        if eng.n_gpu_layers_offloaded:  # (a fallback to the CPU is logged once by Engine)
+        if eng.n_gpu_layers_offloaded or str(c.n_gpu_layers or "auto").strip().lower() == "auto":
+            # (a fallback from an explicit -ngl is warned about by Engine)
             self.log(f"llamars-server: {eng.info['gpu_note']}")
+        for url in self.open_urls:
+            self.log(f"llamars-server: ready: open {url}/ for the chat page, or use the API at {url}/v1"
+                     if c.webui else f"llamars-server: ready: the API is at {url}/v1 (and llama-server's routes at {url}/)")
 
     def log(self, message: str, level: str = "I") -> None:
         self.logline(message, level)
