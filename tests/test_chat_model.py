@@ -1,19 +1,24 @@
-"""The default chat model (SmolLM2-135M-Instruct Q4_1) against llama-server on the same
-file (tests/fixtures/llama_server/chat-model-greedy.json, recorded by
-capture_chat_model.py with -fa off): the chat template renders the same prompt, the
-prompt tokenizes to the same ids, and the greedy reply starts with the same token.
+"""The default chat model (SmolLM2-135M-Instruct Q4_1) against llama.cpp on the same file.
 
-Whole greedy replies and log-probabilities are not compared: on this model llamars and
-this llama.cpp build are not bit-identical (per-op sums agree to ~1e-6 in the first
-layers; the model's very large activations in its last layers amplify the rounding), so
-the first reply token's log-probability differs by 0.016-0.131 over the six prompts and
-the greedy replies share their first 1-28 tokens (measured; see the notes of the CPU
-kernels issue, which owns exactness on every type)."""
+- llama-server (tests/fixtures/llama_server/chat-model-greedy.json, recorded by
+  capture_chat_model.py with -fa off): the chat template renders the same prompt, the
+  prompt tokenizes to the same ids, the greedy reply starts with the same token.
+- llama-cpp-python 0.3.36 (tests/fixtures/chat_model/, written by
+  ../shared/reference/make_reference.py on those prompts, the Gemma reference's tool):
+  tokenization exact three ways; under teacher forcing along llama.cpp's greedy replies
+  the argmax agrees and the top token's log-probability is close.
+
+Not bit-identical yet (measured 2026-12-02: mean |Δ log-prob| 0.035, argmax 205/208,
+greedy replies equal on 1 of 6 prompts): `scripts/parity/compare_ops.py --inject` on
+tokens [504, 2365] finds every op bit-identical except `ffn_out-22` (the layer-22 FFN
+down projection, where this model's very large activation appears: eq 0.50, rel 7e-5),
+which the following layers amplify. The bounds below are issue 17's for new models."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from llamars import Engine
@@ -22,6 +27,7 @@ from llamars.models import chat_model
 
 FIXTURE = Path(__file__).parent / "fixtures" / "llama_server" / "chat-model-greedy.json"
 CASES = json.loads(FIXTURE.read_text())["cases"]
+REFERENCE = json.loads((Path(__file__).parent / "fixtures" / "chat_model" / "smollm2-135m-instruct-q4_1.llama-cpp.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -48,3 +54,27 @@ def test_the_first_reply_of_the_readme_is_what_the_model_says(eng):
     assert CASES[0]["content"].startswith("1. Bananas\n2. Apples\n3. Oranges\n\n")
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     assert "\n".join("    " + ln if ln else "" for ln in r.content.split("\n")) in readme
+
+
+def test_tokenization_matches_llama_cpp(eng):
+    for t in REFERENCE["tokenize"]:
+        assert eng.tokenize(t["text"], add_special=True, parse_special=True) == t["add_bos_parse_special"], t["text"]
+        assert eng.tokenize(t["text"], add_special=False, parse_special=False) == t["no_bos_no_special"], t["text"]
+        assert eng.tokenize(t["text"], add_special=False, parse_special=True) == t["no_bos_parse_special"], t["text"]
+
+
+def test_teacher_forced_logprobs_close_to_llama_cpp(eng):
+    deltas, agree, total = [], 0, 0
+    for g in REFERENCE["greedy"]:
+        n = len(g["prompt_tokens"])
+        x = eng.logits(g["prompt_tokens"] + g["generated_tokens"])[n - 1 :].astype(np.float64)
+        m = x.max(axis=1, keepdims=True)
+        lp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+        for k, st in enumerate(g["steps"]):
+            top = st["top_ids"][0]
+            deltas.append(abs(lp[k, top] - st["top_logprobs"][0]))
+            agree += int(lp[k].argmax() == top)
+            total += 1
+    print(f"\nSmolLM2 vs llama.cpp, teacher forced: mean |d logprob| {np.mean(deltas):.4f}, max {np.max(deltas):.4f}, "
+          f"argmax {agree}/{total}")
+    assert np.mean(deltas) <= 0.05 and agree >= 0.95 * total
