@@ -209,7 +209,9 @@ pub fn expf_ggml(x: f32) -> f32 {
         return if n <= 0.0 { 0.0 } else { f32::INFINITY };
     }
     // scalef: one rounding of j·2^n (f64 holds the product exactly)
-    (j as f64 * (n as f64).exp2()) as f32
+    // (n is an integer in [-192, 192]: 2^n as an f64 is built from its exponent bits)
+    let p2 = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (j as f64 * p2) as f32
 }
 
 /// ggml's softmax of one score row, in place: `x[i]` is the score of key position

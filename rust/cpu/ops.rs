@@ -74,6 +74,25 @@ pub fn swiglu(gate: &mut [f32], up: &[f32]) {
     }
 }
 
+/// out = silu(gate) * up over rows of `width`, as ggml's `ggml_vec_swiglu_f32` (its AVX-512
+/// form) computes each row: 16 values at a time `x / (1 + ggml_v_expf(-x))` (see
+/// [`expf_ggml`](super::f16vec::expf_ggml)), the row's last `width % 16` values with libm's
+/// `expf`. ([`swiglu`] is the plain reference.)
+pub fn swiglu_ggml(gate: &mut [f32], up: &[f32], width: usize) {
+    use super::f16vec::expf_ggml;
+    if width == 0 {
+        return;
+    }
+    let vec = width - width % 16;
+    for (grow, urow) in gate.chunks_mut(width).zip(up.chunks(width)) {
+        for (i, (g, &u)) in grow.iter_mut().zip(urow).enumerate() {
+            let x = *g;
+            let s = if i < vec { x / (1.0 + expf_ggml(0.0 - x)) } else { silu(x) };
+            *g = s * u;
+        }
+    }
+}
+
 pub fn add_inplace(x: &mut [f32], y: &[f32]) {
     for (a, &b) in x.iter_mut().zip(y) {
         *a += b;
@@ -156,6 +175,28 @@ mod tests {
         }
         assert_eq!(gelu(-11.0), 0.0);
         assert_eq!(gelu(12.0), 12.0);
+    }
+
+    #[test]
+    fn swiglu_ggml_tracks_the_reference_and_keeps_libm_for_row_tails() {
+        // rows of 40: 32 values through ggml_v_expf, the last 8 through libm's expf
+        let gate: Vec<f32> = (0..120).map(|i| (i as f32 - 60.0) * 0.37).chain([-200.0, 200.0, 0.0, -0.0]).collect();
+        let up: Vec<f32> = (0..gate.len()).map(|i| 1.0 + i as f32 * 0.01).collect();
+        let (mut fast, mut plain) = (gate.clone(), gate.clone());
+        swiglu_ggml(&mut fast[..120], &up[..120], 40);
+        swiglu(&mut plain, &up);
+        for (i, (a, b)) in fast[..120].iter().zip(&plain).enumerate() {
+            if i % 40 >= 32 {
+                assert_eq!(a.to_bits(), b.to_bits(), "tail value {i}");
+            } else {
+                assert!((a - b).abs() <= 4.0 * f32::EPSILON * b.abs().max(1e-30), "i={i}: {a} vs {b}");
+            }
+        }
+        // ggml_v_expf's range ends: exp(200) = +inf gives silu(-200) = -0, exp(-200) = 0 gives x
+        let mut edge = vec![-200.0, 200.0, 0.0, -0.0, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 4.0, -4.0, 5.0, -5.0, 6.0, -6.0];
+        swiglu_ggml(&mut edge, &[1.0; 16], 16);
+        assert_eq!((edge[0], edge[1], edge[2]), (0.0, 200.0, 0.0));
+        assert!(edge.iter().all(|v| v.is_finite()));
     }
 
     #[test]

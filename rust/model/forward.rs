@@ -4,7 +4,7 @@
 use super::plan::{Buf, Step, N_BUFS};
 use super::{Activation, Model};
 use crate::cpu::attention::{attention, AttnShape, QueryPos};
-use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu};
+use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu_ggml};
 use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
@@ -283,7 +283,7 @@ impl Model {
                     let (up, gate) = two(&mut st.bufs, Buf::Up, Buf::Gate);
                     match act {
                         Activation::GeluTanh => geglu(&mut gate[..n * f], &up[..n * f]),
-                        Activation::Silu => swiglu(&mut gate[..n * f], &up[..n * f]),
+                        Activation::Silu => swiglu_ggml(&mut gate[..n * f], &up[..n * f], f),
                     }
                 }
                 Step::Tap { buf, width, name } => probe(name, Some(il), &mut st.buf(buf)[..n * width]),
