@@ -43,6 +43,15 @@ def driver():
     d.quit()
 
 
+@pytest.fixture(scope="module")
+def shots(request, tmp_path_factory):
+    """A directory for the module's screenshots (printed with `-s`)."""
+    name = request.module.__name__.replace("test_", "").replace("_", "-")
+    d = tmp_path_factory.mktemp(f"{name}-screenshots")
+    print(f"\n{name} screenshots: {d}")
+    return d
+
+
 # ------------------------------------------------------------------ helpers
 
 

@@ -30,7 +30,7 @@ def test_defaults_match_llama_server_readme():
     assert c.slot_prompt_similarity == pytest.approx(0.1)
     assert (c.host, c.port, c.api_prefix, c.api_keys) == ("127.0.0.1", 8080, "", [])
     assert c.timeout == 3600
-    assert c.cors_origins == ["*"] and c.cors_headers == ["*"]
+    assert c.resolved_cors_origins() == ["*"] and c.cors_headers == ["*"]
     assert c.cors_methods == ["GET", "POST", "DELETE", "OPTIONS"] and c.cors_credentials is True
     assert (c.metrics, c.props, c.slots, c.webui, c.embedding) == (False, False, True, True, False)
     assert c.pooling is None and c.jinja is True and c.chat_template_kwargs == {}

@@ -71,6 +71,8 @@ def _sample(o, name: str) -> list:
              "choice": o.choices[0] if o.choices else "x", "ngl": "1", "pair": None, "bias": "15+1", "json": "{}", "mibs": "1024"}.get(k, "x")
     if k == "pair":
         return [name, "0", "1"]
+    if o.dest == "tools":  # (a tool name is checked at parse time)
+        value = "read_file"
     if o.lo is not None and k in ("int", "float") and float(value) < o.lo:
         value = str(int(o.lo))
     if o.hi is not None and k in ("int", "float") and float(value) > o.hi:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browser_util import busy, by, console_errors, driver, js, open_page, send, shot, stored, texts, wait, wait_idle  # noqa: F401
+from browser_util import busy, by, console_errors, driver, js, open_page, send, shot, shots, stored, texts, wait, wait_idle  # noqa: F401
 from server_util import LiveServer
 
 from llamars import Engine
@@ -43,13 +43,6 @@ def server(eng):
     s = _serve(eng)
     yield s
     s.stop()
-
-
-@pytest.fixture(scope="module")
-def shots(tmp_path_factory):
-    d = tmp_path_factory.mktemp("webui-screenshots")
-    print(f"\nwebui screenshots: {d}")
-    return d
 
 
 # ------------------------------------------------------------------ serving

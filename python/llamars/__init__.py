@@ -29,6 +29,7 @@ from ._inspect import inspect
 from .notebook import display_stream
 from .router.inprocess import Router
 from .chat import session as _chat_session  # noqa: F401 (registers Engine.chat)
+from .agent import loop as _agent_loop  # noqa: F401 (registers Engine.chat(..., execute=True))
 
 __all__ = [
     "__version__",

@@ -23,6 +23,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if action is not None:
         print(_ACTIONS[action]())
         return 0
+    from .agent.toolbox import ToolsConfigError
     from .errors import LlamarsError
     from .process import apply_process_settings
 
@@ -43,7 +44,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from .server.app import serve
 
         rc = serve(config)
-    except (LlamarsError, OSError) as e:  # FileNotFoundError included: no default model package
+    except (LlamarsError, OSError, ToolsConfigError) as e:  # FileNotFoundError included: no default model package
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -54,12 +55,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _serve_router(config: ServerConfig, argv: Sequence[str]) -> int:
     """Router mode: no -m, and --models-dir or --models-preset."""
     from .router.app import create_router_app
+    from .agent.toolbox import ToolsConfigError
     from .router.catalog import CatalogError
     from .server.app import serve
 
     try:
         app = create_router_app(config, split_argv(argv)[0], parse_args)
-    except CatalogError as e:
+    except (CatalogError, ToolsConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     models = app.state.models

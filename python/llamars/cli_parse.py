@@ -252,6 +252,15 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
     if isinstance(budget, int) and budget > 0:
         warnings.append(f"warning: --reasoning-budget {budget} is not enforced in llamars: thinking is not cut "
                         "(use 0 to turn thinking off)")
+    if values.get("agent") and not values.get("tools"):
+        values["tools"] = ["all"]
+    if values.get("tools"):
+        from .agent.toolbox import builtin_names
+
+        try:
+            builtin_names(values["tools"])  # type: ignore[arg-type]
+        except ValueError as e:
+            raise CLIError(f"--tools: {e}") from None
     sampling = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("sampling.")}
     top = {k: v for k, v in values.items() if not k.startswith("sampling.")}
     config = ServerConfig(**top, sampling=SamplingDefaults(**sampling))

@@ -81,22 +81,33 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
         "JSON file that provides default UI settings (overrides UI defaults)", _E + "UI_CONFIG_FILE", X),
     Opt("--ui-mcp-proxy, --webui-mcp-proxy", "ui_mcp_proxy", "bool", "",
         "experimental: whether to enable MCP CORS proxy (default: disabled)", _E + "UI_MCP_PROXY", X,
-        neg="--no-ui-mcp-proxy, --no-webui-mcp-proxy", owner="agent tools and MCP servers"),
+        neg="--no-ui-mcp-proxy, --no-webui-mcp-proxy",
+        owner="the Web UI's CORS proxy to remote MCP servers (MCP servers over stdio are: --mcp-servers-config)"),
     Opt("--tools", "tools", "list", "TOOL1,TOOL2,...",
-        "experimental: whether to enable built-in tools for AI agents (default: no tools)", _E + "TOOLS", X,
-        owner="agent tools and MCP servers"),
+        "experimental: whether to enable built-in tools for AI agents - do not enable in untrusted environments "
+        "(default: no tools)\nspecify \"all\" to enable all tools\navailable tools: read_file, file_glob_search, "
+        "grep_search, exec_shell_command, write_file, edit_file, get_info\nnote: for security reasons, this will "
+        "limit --cors-origins to localhost by default", _E + "TOOLS", X),
+    Opt("--tools-root", "tools_root", "str", "DIR",
+        "(llamars) the directory the file tools are confined to: paths that leave it, symlinks included, are refused "
+        "(default: the working directory)", "LLAMARS_TOOLS_ROOT", X),
     Opt("--tools-runtime", "tools_runtime", "str", "OPTION",
-        "experimental: run tools in a separate runtime environment (default: none, use host environment)",
-        _E + "TOOLS_RUNTIME", X, owner="agent tools and MCP servers"),
+        "experimental: run tools in a separate runtime environment (default: none, use host environment)\n"
+        "available options: 'docker:<image>', 'podman:<image>' (a container started now, the tools root mounted at "
+        "its own path, removed on exit), 'docker-container:<id>', 'podman-container:<id>' (a running one)",
+        _E + "TOOLS_RUNTIME", X),
     Opt("--mcp-servers-config", "mcp_servers_config", "str", "PATH",
-        "experimental: path to JSON file with MCP server definitions (Cursor-compatible format)",
-        _E + "MCP_SERVERS_CONFIG", X, owner="agent tools and MCP servers"),
+        "experimental: path to JSON file with MCP server definitions (Cursor-compatible format) - do not enable in "
+        "untrusted environments (default: none)\nnote: for security reasons, this will limit --cors-origins to "
+        "localhost by default", _E + "MCP_SERVERS_CONFIG", X),
     Opt("--mcp-servers-json", "mcp_servers_json", "str", "JSON",
-        "experimental: inline JSON with MCP server definitions (Cursor-compatible format)",
-        _E + "MCP_SERVERS_JSON", X, owner="agent tools and MCP servers"),
+        "experimental: inline JSON with MCP server definitions (Cursor-compatible format) - do not enable in "
+        "untrusted environments (default: none)\nnote: for security reasons, this will limit --cors-origins to "
+        "localhost by default", _E + "MCP_SERVERS_JSON", X),
     Opt("-ag, --agent", "agent", "bool", "",
-        "whether to enable CORS proxy and all built-in tools (default: disabled)", _E + "AGENT", X,
-        neg="-no-ag, --no-agent", owner="agent tools and MCP servers"),
+        "whether to enable all built-in tools - do not enable in untrusted environments (default: disabled)\n"
+        "(llama-server's CORS proxy for remote MCP servers is not in llamars)\nnote: for security reasons, this will "
+        "limit --cors-origins to localhost by default", _E + "AGENT", X, neg="-no-ag, --no-agent"),
     Opt("--rerank, --reranking", "rerank", "bool", "", "enable reranking endpoint on server (default: disabled)",
         _E + "RERANKING", X, owner="reranking (needs encoder models)"),
     Opt("--sse-ping-interval", "sse_ping_interval", "int", "N",

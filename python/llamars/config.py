@@ -127,10 +127,19 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     max_prompts: int = 1024  # generations (prompts × n) or embedding inputs per request
     max_messages: int = 131072  # chat messages (or Responses input items) per request
     max_tools: int = 1024  # tool definitions per request
-    cors_origins: List[str] = msgspec.field(default_factory=lambda: ["*"])
+    # empty: `*`, or `localhost` once tools or MCP servers are on (resolved_cors_origins)
+    cors_origins: List[str] = msgspec.field(default_factory=list)
     cors_methods: List[str] = msgspec.field(default_factory=lambda: ["GET", "POST", "DELETE", "OPTIONS"])
     cors_headers: List[str] = msgspec.field(default_factory=lambda: ["*"])
     cors_credentials: bool = True
+    # agent tools (agent/): built-in tools (names or "all"), where file tools are confined
+    # (None: the working directory), where the shell runs, MCP servers
+    tools: List[str] = msgspec.field(default_factory=list)
+    tools_root: Optional[str] = None
+    tools_runtime: Optional[str] = None
+    mcp_servers_config: Optional[str] = None
+    mcp_servers_json: Optional[str] = None
+    agent: bool = False  # -ag: every built-in tool
     # endpoints
     metrics: bool = False
     props: bool = False
@@ -179,6 +188,16 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     # one line per llama-server flag given that llamars accepts without acting on it
     warnings: List[str] = msgspec.field(default_factory=list)
     sampling: SamplingDefaults = msgspec.field(default_factory=SamplingDefaults)
+
+    @property
+    def tools_enabled(self) -> bool:
+        """Built-in tools or MCP servers are on (they expose files and commands)."""
+        return bool(self.tools or self.agent or self.mcp_servers_config or self.mcp_servers_json)
+
+    def resolved_cors_origins(self) -> List[str]:
+        """--cors-origins, else llama-server's default: `*`, narrowed to `localhost` when
+        tools or MCP servers are on."""
+        return self.cors_origins or (["localhost"] if self.tools_enabled else ["*"])
 
     def resolved_parallel(self) -> int:
         return 4 if self.n_parallel is None or self.n_parallel < 0 else max(1, self.n_parallel)

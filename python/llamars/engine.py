@@ -286,13 +286,24 @@ class Engine:
         self._chat_template = t
 
     def chat(self, messages: list, *, tools=None, tool_choice=None, parallel_tool_calls: bool = False,
-             reasoning_format: str = "auto", chat_template_kwargs: Optional[dict] = None, **kwargs):
+             reasoning_format: str = "auto", chat_template_kwargs: Optional[dict] = None, execute: bool = False,
+             approve=None, max_steps: int = 8, on_step=None, **kwargs):
         """One chat turn: `messages` in OpenAI's shape (roles system/user/assistant/tool,
         assistant `tool_calls`), optional `tools` (OpenAI function tools) and
         `tool_choice` ("auto", "none", "required" or {"type": "function", "function":
         {"name": ...}}); other keyword arguments as `generate`. Returns a `ChatResult`
         with `content`, `reasoning`, `tool_calls`, `finish_reason` and `result`;
-        `ChatResult.message()` is the assistant turn to append for the next call."""
+        `ChatResult.message()` is the assistant turn to append for the next call.
+
+        With `execute=True`, `tools` is a `llamars.agent.Toolbox` and the calls are run:
+        each one approved by `approve(name, arguments)` (default: all), its result given
+        back, the model continuing until it answers without calls or after `max_steps`
+        turns; `on_step(message)` sees each message added, and the result's `messages`
+        holds them all."""
+        if execute:
+            return _fronts.get("agent")(self, messages, tools=tools, approve=approve, max_steps=max_steps, on_step=on_step,
+                                        tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
+                                        reasoning_format=reasoning_format, chat_template_kwargs=chat_template_kwargs, **kwargs)
         return _fronts.get("chat")(self, messages, tools=tools, tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls,
                         reasoning_format=reasoning_format, chat_template_kwargs=chat_template_kwargs, **kwargs)
 

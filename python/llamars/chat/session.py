@@ -20,13 +20,15 @@ class ChatResult:
     """`content` (text), `reasoning` (the thinking part, None when there was none),
     `tool_calls` (OpenAI shape: id, type, function.name, function.arguments as JSON
     text), `finish_reason` ("stop", "length" or "tool_calls") and the underlying
-    `GenerationResult` (tokens, timings, …) as `result`."""
+    `GenerationResult` (tokens, timings, …) as `result`; after an agent loop
+    (`execute=True`), `messages` holds the assistant turns and tool results it added."""
 
     content: str
     reasoning: Optional[str]
     tool_calls: List[dict] = field(default_factory=list)
     finish_reason: str = "stop"
     result: Optional["GenerationResult"] = None
+    messages: List[dict] = field(default_factory=list)  # with execute=True: every message the agent loop added
 
     @property
     def text(self) -> str:

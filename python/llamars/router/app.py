@@ -18,12 +18,14 @@ from litestar.di import NamedDependency, Provide
 from litestar.response import Response, Stream
 
 from .._core import __version__
+from ..agent.toolbox import Toolbox
 from ..cli_opt import Opt
 from ..config import ServerConfig
 from ..server.auth import make_guard
 from ..server.cors import cors_middleware
 from ..server.disconnect import disconnect_middleware
 from ..server.errors import HANDLERS, ApiError
+from ..server.routes import tools as tools_routes
 from ..server.routes import webui
 from ..server.sse import pinged
 from .catalog import catalog
@@ -189,18 +191,20 @@ def create_router_app(config: ServerConfig, router_items: List[Tuple[Opt, str, o
     for line in notes:  # (reported once, here)
         print(f"llamars-server: warning: {line}", file=sys.stderr, flush=True)
     models = Models(config, entries, router_items, parse)
-    handlers = [list_models, health, load_model, unload_model, models_sse, router_props, passthrough]
+    toolbox = Toolbox.from_config(config)  # the router serves the tools itself; its children get none
+    handlers = [list_models, health, load_model, unload_model, models_sse, router_props, *tools_routes.ROUTES, passthrough]
     if not config.static_path:  # (a --path directory would take every GET)
         handlers += webui.routes(config)
     app = Litestar(
         route_handlers=handlers,
         dependencies={"models": Provide(lambda: models, use_cache=True, sync_to_thread=False),
-                      "config": Provide(lambda: config, use_cache=True, sync_to_thread=False)},
+                      "config": Provide(lambda: config, use_cache=True, sync_to_thread=False),
+                      "toolbox": Provide(lambda: toolbox, use_cache=True, sync_to_thread=False)},
         exception_handlers=HANDLERS,
         guards=[make_guard(config.api_keys)],
         middleware=[disconnect_middleware],  # (a client that leaves closes the child's connection)
         on_startup=[models.startup],
-        on_shutdown=[models.close],
+        on_shutdown=[models.close, *([toolbox.close] if toolbox else [])],
         request_max_body_size=32 * 1024 * 1024,
         debug=False,
     )

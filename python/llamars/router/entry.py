@@ -11,7 +11,8 @@ from ..cli_options import OPTIONS
 # flags the router sets for each child itself (or that belong to the router alone)
 RESERVED = {"host", "port", "api_keys", "alias", "tags", "models_dir", "models_preset", "models_max", "models_autoload",
             "model", "reuse_port", "ssl_key_file", "ssl_cert_file", "api_prefix", "cors_origins", "cors_methods",
-            "cors_headers", "cors_credentials", "log_file"}
+            "cors_headers", "cors_credentials", "log_file", "tools", "tools_root", "tools_runtime", "mcp_servers_config",
+            "mcp_servers_json", "agent"}
 PRESET_ONLY = {"load-on-startup", "stop-timeout", "dedup-cache-models", "version"}
 
 

@@ -14,11 +14,13 @@ from litestar.openapi import OpenAPIConfig
 
 from .._core import __version__
 from ..config import ServerConfig
+from ..agent.toolbox import Toolbox
 from ..engine import Engine
 from .auth import make_guard
 from .errors import HANDLERS
 from .routes import chat, completion, edits, embeddings, infill, messages, slots, status, tokenize
 from .routes import webui
+from .routes import tools as tools_routes
 from .routes import streams as streams_routes
 from .routes import responses as responses_routes
 from .responses_jobs import Responses
@@ -30,22 +32,24 @@ from .cors import cors_middleware
 
 
 def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litestar:
+    toolbox = Toolbox.from_config(config)  # (MCP servers list their tools now; ToolsConfigError stops the start)
     svc = Service(config, engine)
     responses = Responses(config)  # the Responses API's store and background generations
     handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES, *edits.ROUTES]
-    handlers += responses_routes.ROUTES + streams_routes.ROUTES
+    handlers += responses_routes.ROUTES + streams_routes.ROUTES + tools_routes.ROUTES
     handlers += webui.routes(config)  # GET / and its static files (none with --no-webui)
     prefix = config.api_prefix.rstrip("/")
     routes = [Router(path=prefix, route_handlers=handlers)] if prefix else handlers
     app = Litestar(
         route_handlers=routes,
         dependencies={"svc": Provide(lambda: svc, use_cache=True, sync_to_thread=False),
-                      "responses": Provide(lambda: responses, use_cache=True, sync_to_thread=False)},
+                      "responses": Provide(lambda: responses, use_cache=True, sync_to_thread=False),
+                      "toolbox": Provide(lambda: toolbox, use_cache=True, sync_to_thread=False)},
         exception_handlers=HANDLERS,
         guards=[make_guard(config.api_keys, prefix)],
         middleware=[disconnect_middleware, timeout_middleware(config.timeout)],
         on_startup=[svc.start_loading, responses.startup],
-        on_shutdown=[svc.streams.close, responses.shutdown, svc.close],  # closes the engine only when the service loaded it
+        on_shutdown=[svc.streams.close, responses.shutdown, svc.close, *([toolbox.close] if toolbox else [])],  # closes the engine only when the service loaded it
         openapi_config=OpenAPIConfig(title="llamars", version=__version__, path="/openapi"),
         request_max_body_size=32 * 1024 * 1024,
         debug=False,
@@ -54,6 +58,7 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
     app.asgi_handler = cors_middleware(config)(app.asgi_handler)
     app.state.service = svc
     app.state.responses = responses
+    app.state.toolbox = toolbox
     return app
 
 

@@ -5,8 +5,9 @@ browser needs on the response as well); an OPTIONS request is a preflight,
 answered 200 with an empty text/html body before any key check (browsers send no
 Authorization header on it).
 
-Origins: `*` with credentials (the default) echoes the request's Origin back; the special
-value `localhost` echoes it only when its host is localhost, 127.0.0.1 or ::1; a list
+Origins: `*` with credentials (the default without tools) echoes the request's Origin back; the special
+value `localhost` (the default once --tools, --agent or MCP servers are on) echoes it only
+when its host is localhost, 127.0.0.1 or ::1; a list
 echoes an Origin that is on it (llama-server sends the list verbatim, which a browser
 accepts only when it is that one origin: the same outcome in the browser)."""
 from __future__ import annotations
@@ -29,7 +30,7 @@ def origin_is_localhost(origin: str) -> bool:
 
 def allow_origin(config: ServerConfig, origin: Optional[str]) -> Optional[str]:
     """The Access-Control-Allow-Origin value for a request from `origin` (None: no header)."""
-    origins: List[str] = config.cors_origins or ["*"]
+    origins: List[str] = config.resolved_cors_origins()
     if origins == ["*"]:
         return (origin or "") if config.cors_credentials else "*"
     if origins == ["localhost"]:

@@ -90,15 +90,18 @@ export function chatMessages(messages, settings) {
     if (m.role === 'assistant' && m.error && !m.content && !m.tool_calls) continue;
     const msg = { role: m.role, content: m.content };
     if (m.tool_calls && m.tool_calls.length) msg.tool_calls = m.tool_calls;
+    if (m.role === 'tool') msg.tool_call_id = m.tool_call_id;
     out.push(msg);
   }
   return out;
 }
 
-export function chatBody(messages, settings, model) {
+// `tools`: the definitions of the server tools offered to the model (none: no tools field)
+export function chatBody(messages, settings, model, tools) {
   return {
     ...(model ? { model } : {}),
     messages: chatMessages(messages, settings),
+    ...(tools && tools.length ? { tools } : {}),
     stream: true,
     stream_options: { include_usage: true },
     timings_per_token: true,
@@ -112,4 +115,22 @@ export async function postChat(body, settings, signal) {
   });
   if (!r.ok) throw await errorOf(r);
   return r;
+}
+
+// GET /tools: the server's tools (llama-server's shape); [] when it has none or is older
+export async function getTools(settings) {
+  const r = await fetch(apiUrl('tools'), { headers: headers(settings) });
+  if (r.status === 404) return [];
+  if (!r.ok) throw await errorOf(r);
+  const list = await r.json();
+  return Array.isArray(list) ? list : [];
+}
+
+// POST /tools: one call run on the server; resolves to the tool's result JSON
+export async function callTool(name, params, settings, signal) {
+  const r = await fetch(apiUrl('tools'), {
+    method: 'POST', headers: headers(settings), body: JSON.stringify({ tool: name, params }), signal,
+  });
+  if (!r.ok) throw await errorOf(r);
+  return r.json();
 }

@@ -2,10 +2,11 @@
 // to the DOM in index.html. Streaming lives in chat.js, storage in store.js, settings in
 // settings.js, DOM building in view.js and markdown.js.
 import { getModels, getProps } from './api.js';
+import { answer, loadTools, offered, runTurns } from './agent.js';
 import { streamReply } from './chat.js';
 import { setupSettings } from './settings.js';
 import * as store from './store.js';
-import { conversationItem, el, emptyState, messageEl } from './view.js';
+import { conversationItem, el, emptyState, messageEl, toolsBadge } from './view.js';
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -98,31 +99,34 @@ function toast(text) {
 
 // ------------------------------------------------------------------ chat actions
 async function generate(conv) {
-  const msg = { role: 'assistant', content: '' };
-  conv.messages.push(msg);
-  conv.updated = Date.now();
   const problem = settings.check();
   if (problem) { // e.g. a JSON schema that is not JSON: say so, send nothing
-    msg.error = `Not sent: ${problem}`;
+    conv.messages.push({ role: 'assistant', content: '', error: `Not sent: ${problem}` });
     save();
     render();
     return;
   }
-  busy = { controller: new AbortController(), conv, msg };
-  save();
-  render();
-  await streamReply(conv.messages.slice(0, -1), msg, settings.get(), busy.controller.signal, () => scheduleStreaming(conv),
-    routerModel);
+  const s = settings.get();
+  const controller = new AbortController();
+  busy = { controller, conv, msg: null };
+  let last = null;
+  await runTurns(conv, {
+    settings: s, signal: controller.signal,
+    step: (msg) => { busy.msg = last = msg; conv.updated = Date.now(); save(); render(); },
+    stream: (msg) => streamReply(conv.messages.slice(0, conv.messages.indexOf(msg)), msg, s, controller.signal,
+      () => scheduleStreaming(conv), routerModel, offered(s)),
+    changed: () => { conv.updated = Date.now(); save(); if (conv === current) renderMessages(); },
+  });
   busy = null;
   conv.updated = Date.now();
   save();
   render();
-  if (msg.status === 401) {
+  if (last && last.status === 401) {
     askedForKey = true;
     settings.open('The server needs an API key: enter it here, then press Regenerate.', 'api_key');
     ui.modelInfo.textContent = 'API key required';
   }
-  delete msg.status;
+  if (last) delete last.status;
   if (conv === current) ui.prompt.focus();
 }
 
@@ -140,7 +144,7 @@ function send() {
 function regenerate() {
   const msgs = current.messages;
   if (busy || !msgs.length || msgs[msgs.length - 1].role !== 'assistant') return;
-  msgs.pop();
+  while (msgs.length && msgs[msgs.length - 1].role !== 'user') msgs.pop(); // the reply and its tool steps
   generate(current);
 }
 
@@ -200,6 +204,10 @@ function onMessageClick(e) {
     }
     case 'regenerate':
       regenerate();
+      break;
+    case 'tool-approve':
+    case 'tool-deny':
+      answer(msg, b.dataset.action === 'tool-approve');
       break;
     default:
   }
@@ -275,6 +283,7 @@ async function loadProps() {
     if (props.n_ctx) info.push(`ctx ${props.n_ctx}`);
     if (props.slots) info.push(`${props.slots} slot${props.slots === 1 ? '' : 's'}`);
     ui.modelInfo.textContent = info.join(' · ');
+    toolsBadge($('tools-info'), await loadTools(s));
     if (!current.messages.length) renderMessages();
   } catch (e) {
     props = null;

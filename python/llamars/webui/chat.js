@@ -21,8 +21,9 @@ function mergeToolCalls(msg, deltas) {
 // Streams the reply to `history` into `msg`; `onUpdate` runs after every chunk. Resolves
 // when the reply ends, fails or `signal` aborts it (then msg.stopped is set). `model`:
 // the model a router serves it with (none for a one-model server).
-export async function streamReply(history, msg, settings, signal, onUpdate, model) {
-  const body = chatBody(history, settings, model); // a SettingsError here means nothing is sent
+// `tools`: the server tools' definitions offered to the model.
+export async function streamReply(history, msg, settings, signal, onUpdate, model, tools) {
+  const body = chatBody(history, settings, model, tools); // a SettingsError here means nothing is sent
   const t0 = performance.now();
   let tFirst = 0;
   let pieces = 0;

@@ -10,8 +10,12 @@ export function setupSettings(onChange) {
   const note = document.getElementById('settings-note');
   let settings = loadSettings();
 
+  const isBox = (f) => f.type === 'checkbox'; // a checkbox setting is 'on' or ''
   const fill = () => {
-    for (const f of fields) f.value = settings[f.name] ?? '';
+    for (const f of fields) {
+      if (isBox(f)) f.checked = settings[f.name] === 'on';
+      else f.value = settings[f.name] ?? '';
+    }
   };
   // Shows what is wrong with the settings (or nothing); returns the message.
   const check = () => {
@@ -28,7 +32,7 @@ export function setupSettings(onChange) {
   };
   for (const f of fields) {
     f.addEventListener('input', () => {
-      settings = { ...settings, [f.name]: f.value };
+      settings = { ...settings, [f.name]: isBox(f) ? (f.checked ? 'on' : '') : f.value };
       saveSettings(settings);
       check();
     });

@@ -5,6 +5,7 @@ const KEYS = { convs: 'llamars.conversations', current: 'llamars.current', setti
 export const DEFAULT_SETTINGS = {
   api_key: '', system: '', temperature: '', top_k: '', top_p: '', min_p: '', repeat_penalty: '',
   max_tokens: '', seed: '', grammar: '', json_schema: '',
+  tools_use: 'on', tools_auto: '', // the server's tools: offered to the model; run without asking
 };
 
 function read(key, fallback) {
@@ -48,6 +49,12 @@ function clean(conv) {
       if (m.reasoning) out.reasoning = str(m.reasoning);
       if (m.error) out.error = str(m.error);
       if (m.stopped) out.stopped = true;
+      if (m.role === 'tool') { // a server tool's result (a call left waiting counts as stopped)
+        out.tool_call_id = str(m.tool_call_id);
+        out.name = str(m.name);
+        out.args = str(m.args);
+        out.state = ['done', 'denied', 'error', 'stopped'].includes(m.state) ? m.state : 'stopped';
+      }
       if (Array.isArray(m.tool_calls)) {
         out.tool_calls = m.tool_calls.map((c) => ({
           id: str(c && c.id), type: 'function',

@@ -52,9 +52,10 @@ function assistantBody(msg, streaming) {
     body.append(md);
   }
   for (const call of msg.tool_calls || []) {
-    const t = el('div', 'tool-call');
+    const t = el('details', 'tool-call');
     t.dataset.testid = 'tool-call';
-    const head = el('div', 'tool-head');
+    t.open = true;
+    const head = el('summary', 'tool-head');
     head.append(el('span', 'muted', 'Tool call '), el('code', 'tool-name', call.function.name || '?'));
     t.append(head, el('pre', 'tool-args', prettyArgs(call.function.arguments)));
     body.append(t);
@@ -69,8 +70,57 @@ function assistantBody(msg, streaming) {
   return body;
 }
 
+const TOOL_STATE = { pending: 'waiting for approval', running: 'running…', done: 'result', error: 'error', denied: 'denied', stopped: 'stopped' };
+
+// A server tool step: its state, Approve / Deny while it waits, the result (collapsible).
+function toolStep(msg, index) {
+  const wrap = el('article', `msg tool ${msg.state || 'done'}`);
+  wrap.dataset.testid = 'tool-step';
+  wrap.dataset.index = String(index);
+  wrap.dataset.state = msg.state || 'done';
+  const d = el('details', 'tool-result');
+  d.dataset.testid = 'tool-result';
+  d.open = msg.state === 'pending' || msg.state === 'error';
+  const head = el('summary', 'tool-head');
+  head.append(el('code', 'tool-name', msg.name || '?'), el('span', 'muted', ` ${TOOL_STATE[msg.state] || ''}`));
+  d.append(head, el('pre', 'tool-args', prettyArgs(msg.args || '')));
+  if (msg.content) {
+    const out = el('pre', 'tool-output', msg.content);
+    out.dataset.testid = 'tool-output';
+    d.append(out);
+  }
+  wrap.append(d);
+  if (msg.state === 'pending') {
+    const bar = el('div', 'actions approve');
+    const yes = button('Approve', 'tool-approve', 'tool-approve', 'Run this tool call');
+    const no = button('Deny', 'tool-deny', 'tool-deny', 'Do not run it; the model is told so');
+    yes.className = 'btn primary small';
+    no.className = 'btn small';
+    bar.append(el('span', 'muted', `Run ${msg.name} on the server?`), yes, no);
+    wrap.append(bar);
+  }
+  return wrap;
+}
+
+// The header's tools badge and the settings' list of tools (hidden when there are none).
+export function toolsBadge(badge, tools) {
+  badge.hidden = !tools.length;
+  badge.textContent = `${tools.length} tool${tools.length === 1 ? '' : 's'}`;
+  badge.title = tools.map((t) => t.tool).join(', ');
+  const list = document.getElementById('tools-list');
+  if (!list) return;
+  list.replaceChildren(...tools.map((t) => {
+    const li = el('li');
+    li.dataset.testid = 'tools-list-item';
+    li.append(el('code', null, t.tool), el('span', 'muted', ` ${t.display_name || ''}${t.permissions && t.permissions.write ? ' (writes)' : ''}${t.type === 'mcp' ? ' (MCP)' : ''}`));
+    return li;
+  }));
+  document.getElementById('tools-section').hidden = !tools.length;
+}
+
 // One message element; `last` marks the final assistant reply (gets Regenerate).
 export function messageEl(msg, index, { last, streaming, editing }) {
+  if (msg.role === 'tool') return toolStep(msg, index);
   const wrap = el('article', `msg ${msg.role}`);
   wrap.dataset.testid = `message-${msg.role}`;
   wrap.dataset.index = String(index);

@@ -5,17 +5,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import Optional
 
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar import Request, post
 
+from ...agent.toolbox import Toolbox
 from ...schemas.openai import ChatRequest
 from .. import shapes
 from ..errors import ApiError
 from ..chat_turn import ChatTurn
 from ..service import Service
 from ..sse import DONE, event, event_stream
+from .tools import with_server_tools
 
 
 def _logprobs(e, probs: list) -> dict:
@@ -86,7 +89,8 @@ def check_messages(messages: list) -> None:
 
 
 @post(["/chat/completions", "/v1/chat/completions"], status_code=200, summary="OpenAI chat completions")
-async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> object:
+async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: NamedDependency[Service],
+                           toolbox: NamedDependency[Optional[Toolbox]]) -> object:
     e = svc.need()
     check_messages(data.messages)
     if not 1 <= data.n <= 16:
@@ -98,7 +102,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
     if data.max_completion_tokens is not None:
         n_predict, names = data.max_completion_tokens, {"max_tokens": "max_completion_tokens"}
     turn = await ChatTurn.prepare(
-        svc, data.messages, data, tools=data.tools, tool_choice=data.tool_choice, parallel_tool_calls=data.parallel_tool_calls,
+        svc, data.messages, data, tools=with_server_tools(data.tools, toolbox), tool_choice=data.tool_choice, parallel_tool_calls=data.parallel_tool_calls,
         reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=schema,
         conflict="tools: tool calls cannot be combined with response_format, grammar or json_schema",
         n_predict=n_predict, stop=data.stop, names=names, n_probs=(data.top_logprobs or 1) if data.logprobs else 0,
@@ -165,14 +169,15 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
 
 @post(["/chat/completions/input_tokens", "/v1/chat/completions/input_tokens"], status_code=200,
       summary="prompt token count of a chat request")
-async def chat_input_tokens(data: JSONBody[ChatRequest], svc: NamedDependency[Service]) -> dict:
+async def chat_input_tokens(data: JSONBody[ChatRequest], svc: NamedDependency[Service],
+                            toolbox: NamedDependency[Optional[Toolbox]]) -> dict:
     """llama-server's count of the tokens a chat request's prompt would take (rendered
     with its tools and template options, as /v1/chat/completions would)."""
     svc.need()
     check_messages(data.messages)
 
     def count() -> int:
-        plan = svc.plan_chat(data.messages, tools=data.tools, tool_choice=data.tool_choice,
+        plan = svc.plan_chat(data.messages, tools=with_server_tools(data.tools, toolbox), tool_choice=data.tool_choice,
                              parallel_tool_calls=data.parallel_tool_calls, reasoning_format=data.reasoning_format,
                              template_kwargs=data.chat_template_kwargs)
         return len(svc.chat_prompt_ids(plan.prompt))
