@@ -84,12 +84,20 @@ class Transport:
         self.proc = subprocess.Popen([cfg.command, *cfg.args], cwd=cfg.cwd or None, env=env, stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         threading.Thread(target=self._read, daemon=True, name=f"mcp-{cfg.name}-out").start()
-        threading.Thread(target=self._errors, daemon=True, name=f"mcp-{cfg.name}-err").start()
+        self.err_reader = threading.Thread(target=self._errors, daemon=True, name=f"mcp-{cfg.name}-err")
+        self.err_reader.start()
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def _read(self) -> None:
+        try:
+            self._pump()
+        except (OSError, ValueError):  # the pipe was closed under it (close())
+            pass
+        self.replies.put(_EOF)
+
+    def _pump(self) -> None:
         out = self.proc.stdout
         while True:
             line = out.readline(MAX_LINE + 1)
@@ -104,13 +112,15 @@ class Transport:
                 self.replies.put_nowait(line)
             except queue.Full:
                 pass
-        self.replies.put(_EOF)
 
     def _errors(self) -> None:
-        for line in iter(self.proc.stderr.readline, b""):
-            text = line.decode("utf-8", "replace").rstrip()
-            log.debug("MCP %r stderr: %s", self.cfg.name, text)
-            self.err_tail = (self.err_tail + text + "\n")[-4096:]
+        try:
+            for line in iter(lambda: self.proc.stderr.readline(65536), b""):
+                text = line.decode("utf-8", "replace").rstrip()
+                log.debug("MCP %r stderr: %s", self.cfg.name, text)
+                self.err_tail = (self.err_tail + text + "\n")[-4096:]
+        except (OSError, ValueError):  # the pipe was closed under it (close())
+            pass
 
     def _send(self, msg: dict) -> None:
         try:
@@ -120,6 +130,11 @@ class Transport:
             raise RpcError(self._closed("transport closed")) from None
 
     def _closed(self, what: str) -> str:
+        try:  # stdout closes a moment before the exit is reaped and the last stderr lines are read
+            self.proc.wait(timeout=2)
+            self.err_reader.join(timeout=1)
+        except subprocess.TimeoutExpired:
+            pass
         code = self.proc.poll()
         tail = self.err_tail.strip().splitlines()[-3:]
         return (f"{what}" + (f" (the server exited with status {code})" if code is not None else "")
@@ -199,7 +214,7 @@ class Manager:
                 log.warning("MCP warmup: failed to spawn %r (%s): %s", cfg.name, cfg.command, e)
                 continue
             try:
-                deadline = time.monotonic() + min(WARMUP_S, cfg.timeout_ms / 1000)
+                deadline = time.monotonic() + WARMUP_S  # (as llama-server: not the per-call timeout)
                 t.ensure_init(deadline)
                 listed = t.rpc("tools/list", None, deadline, None)
                 tools = listed.get("tools", []) if isinstance(listed, dict) else []
@@ -238,9 +253,9 @@ class Manager:
         with self.locks[server]:  # one call at a time per server (stdio is one stream)
             try:
                 t = self._transport(server)
-                deadline = time.monotonic() + cfg.timeout_ms / 1000
-                t.ensure_init(deadline, cancel)
-                return t.rpc("tools/call", {"name": tool, "arguments": arguments}, deadline, cancel)
+                t.ensure_init(time.monotonic() + cfg.timeout_ms / 1000, cancel)  # each request has its own timeout
+                return t.rpc("tools/call", {"name": tool, "arguments": arguments}, time.monotonic() + cfg.timeout_ms / 1000,
+                             cancel)
             except RpcError as e:
                 if e.fatal:  # a server that timed out or was cancelled mid-call may still be busy: stop it
                     t = self.running.pop(server, None)

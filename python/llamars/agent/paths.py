@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from typing import Iterator, List, Optional, Tuple
 
 # directories a listing never descends into: they can be enormous (llama-server's list)
@@ -117,8 +118,6 @@ def list_entries(root: Root, base: str, max_depth: int, kind: str, deadline: flo
     max_depth 0 is unlimited, 1 direct children only. Files come from git when `base` is
     in a repository (so .gitignore applies), else from a walk; links are never followed
     and an entry resolving outside the root is left out."""
-    import time
-
     if kind == "file":
         files = _git_files(base, max(1.0, deadline - time.monotonic()))
         if files is not None:
@@ -134,8 +133,6 @@ def list_entries(root: Root, base: str, max_depth: int, kind: str, deadline: flo
 
 
 def _walk(root: Root, base: str, max_depth: int, kind: str, deadline: float) -> Tuple[List[Tuple[str, bool]], bool]:
-    import time
-
     out: List[Tuple[str, bool]] = []
     truncated = False
     stack: List[Tuple[str, str, int]] = [(base, "", 0)]
