@@ -112,6 +112,21 @@ def test_grep_with_a_pathological_pattern_is_ended(box, root, monkeypatch):
     assert "took longer than 2 s" in r["error"] and time.monotonic() - t < 10
 
 
+def test_cancelled_reads_and_greps_stop(box, root):
+    from llamars.agent import files
+    from llamars.agent.tool import Context
+
+    (root / "long.txt").write_text("x\n" * 20000)
+    (root / "aaa.txt").write_text("a" * 40 + "!\n")
+    gone = threading.Event()
+    gone.set()
+    ctx = Context(box.root, cancel=gone)
+    assert files.read_file({"path": "long.txt", "start_line": 19999, "end_line": 20000}, ctx) == {"error": "cancelled"}
+    t = time.monotonic()
+    assert files.grep_search({"path": "aaa.txt", "pattern": "(a+)+$"}, ctx) == {"error": "cancelled"}
+    assert time.monotonic() - t < 5
+
+
 def test_write_and_edit(box, root):
     r = box.call("write_file", {"path": "new/dir/out.txt", "content": "one\ntwo\nthree\n"})
     assert r == {"result": "file written successfully", "path": "new/dir/out.txt", "bytes": 14}

@@ -38,6 +38,8 @@ def read_file(p: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     try:
         with open(path, "r", encoding="utf-8", errors="replace", newline="") as f:
             for n, line in enumerate(f, 1):
+                if n % 4096 == 0 and ctx.cancel.is_set():  # a client that left: a long skip stops too
+                    return {"error": "cancelled"}
                 if n < start:
                     continue
                 if end != -1 and n > end:
@@ -107,12 +109,20 @@ def grep_search(p: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
     worker = os.path.join(os.path.dirname(os.path.abspath(__file__)), "grep_worker.py")
     proc = subprocess.Popen([sys.executable, "-I", worker], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
-    try:
-        out, _ = proc.communicate(json.dumps(job).encode(), timeout=GREP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        return {"error": f"grep_search took longer than {GREP_TIMEOUT_S} s (simplify the pattern or narrow the path)"}
+    deadline = time.monotonic() + GREP_TIMEOUT_S
+    data: "bytes | None" = json.dumps(job).encode()
+    while True:  # in slices, so a client that leaves stops the search
+        try:
+            out, _ = proc.communicate(data, timeout=0.2)
+            break
+        except subprocess.TimeoutExpired:
+            data = None
+            if ctx.cancel.is_set() or time.monotonic() >= deadline:
+                proc.kill()
+                proc.communicate()
+                if ctx.cancel.is_set():
+                    return {"error": "cancelled"}
+                return {"error": f"grep_search took longer than {GREP_TIMEOUT_S} s (simplify the pattern or narrow the path)"}
     try:
         return json.loads(out)
     except ValueError:
