@@ -1,12 +1,12 @@
 """GPU offload throughput: pp (prompt) and tg (decode) tokens/s with every layer on a
 GPU, next to the CPU path of the same build on the same machine, and next to llama.cpp's
 CPU figures (measured in the same run when llama-cpp-python is installed, else given
-with --llamacpp-pp/--llamacpp-tg from a run of bench_engine.py elsewhere).
+with --llamacpp-pp/--llamacpp-tg, e.g. llama-bench's from a run of bench_engine.py elsewhere).
 
     python benchmarks/bench_gpu.py MODEL.gguf [MODEL2.gguf ...] [--device Vulkan0]
         [--pp 512] [--tg 128] [--reps 3] [--cpu-threads N] [--no-cpu]
 
-Token streams are bench_engine.py's (the same synthetic ids).
+Token streams: bench_lib.synthetic_tokens (the same ids on both sides).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from bench_engine import bench_llamacpp, run_llamars  # noqa: E402
+from bench_lib import bench_llamacpp, run_llamars  # noqa: E402
 
 
 def bench(path: str, n_pp: int, n_tg: int, reps: int, **kw):

@@ -1,13 +1,32 @@
 """Models for speed benchmarks, with random weights of real shapes and types:
 
-    # a llama-architecture model of about 1.1B parameters, Q4_K weights (TinyLlama's shape)
-    python benchmarks/make_bench_model.py llama OUT.gguf [--layers 22 --embd 2048 --ff 5632]
+    # a llama-family model with llama.cpp's Q4_K_M type mix; default TinyLlama-1.1B's shape
+    # (22 layers, embd 2048, ff 5632, 32 heads, 4 kv heads, vocab 32000, untied output)
+    python benchmarks/make_bench_model.py llama OUT.gguf [--preset NAME] [--arch llama|qwen2]
+        [--layers N --embd N --ff N --heads N --kv-heads N --vocab N] [--tied|--no-tied]
+
+    # real models' exact tensor shapes and Q4_K_M types (flags given still override):
+    #   llama-3.2-1b  llama, 16 layers, embd 2048, ff 8192, 32/8 heads, vocab 128256, tied
+    #   qwen2.5-1.5b  qwen2 (q/k/v biases), 28 layers, embd 1536, ff 8960, 12/2 heads,
+    #                 vocab 151936, tied
+    #   llama-3.1-8b  llama, 32 layers, embd 4096, ff 14336, 32/8 heads, vocab 128256, untied
+    python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.2-1b.gguf --preset llama-3.2-1b
+    python benchmarks/make_bench_model.py llama /tmp/bm/qwen2.5-1.5b.gguf --preset qwen2.5-1.5b
+    python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.1-8b.gguf --preset llama-3.1-8b [--layers 4]
 
     # the exact header (metadata, vocabulary, tensor table) of an existing model with random
     # tensor data: the same shapes and types, so the same cost per token; HEADER is the
     # first bytes of a GGUF up to its tensor data (`header` writes it)
     python benchmarks/make_bench_model.py header MODEL.gguf HEADER.bin
     python benchmarks/make_bench_model.py like HEADER.bin OUT.gguf
+
+The Q4_K_M mix is llama.cpp's llama_tensor_get_type (src/llama-quant.cpp) for dense
+models: Q4_K by default; output.weight Q6_K; token_embd.weight Q4_K, or Q6_K when the
+output is tied to it (no output.weight); attn_v and ffn_down Q6_K on the "use_more_bits"
+layers (i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2), else Q4_K; norms, biases and Llama 3's
+rope_freqs.weight F32 (rows not a multiple of 256 fall back to Q5_0 / Q8_0 as there).
+The vocabulary is a small SentencePiece one padded to --vocab (tokenizer speed is no part
+of pp/tg). The file is written one tensor at a time.
 
 Quantized blocks get random quant bits and scale fields set so weights stay near
 ±0.02 (enough for finite activations through every layer; the text is noise).
@@ -52,26 +71,135 @@ def fill(buf: np.ndarray, ggml_type: int, n_elems: int, rng: np.random.Generator
         blocks[:, at : at + 2] = np.full(len(blocks), val, np.float16).view(np.uint8).reshape(-1, 2)
 
 
-def write_llama(out: str, n_layer: int, n_embd: int, n_ff: int, n_head: int, n_head_kv: int, n_vocab: int, seed: int) -> None:
+# Real models' shapes (with --layers and the other shape flags still overriding);
+# rope_scale: Llama 3's rope_freqs.weight factors (factor, low 1, high 4, original 8192)
+PRESETS = {
+    "llama-3.2-1b": dict(arch="llama", layers=16, embd=2048, ff=8192, heads=32, kv_heads=8, vocab=128256, tied=True,
+                         rope_base=500000.0, eps=1e-5, ctx=131072, rope_scale=32.0),
+    "qwen2.5-1.5b": dict(arch="qwen2", layers=28, embd=1536, ff=8960, heads=12, kv_heads=2, vocab=151936, tied=True,
+                         rope_base=1000000.0, eps=1e-6, ctx=32768, rope_scale=None),
+    "llama-3.1-8b": dict(arch="llama", layers=32, embd=4096, ff=14336, heads=32, kv_heads=8, vocab=128256, tied=False,
+                         rope_base=500000.0, eps=1e-5, ctx=131072, rope_scale=8.0),
+}
+# TinyLlama-1.1B's shape when neither a preset nor a flag gives one
+DEFAULTS = dict(arch="llama", layers=22, embd=2048, ff=5632, heads=32, kv_heads=4, vocab=32000, tied=False,
+                rope_base=10000.0, eps=1e-5, ctx=4096, rope_scale=None)
+
+Q4_K, Q6_K = 12, 14
+# llama.cpp's tensor_type_fallback when a row length is not a multiple of 256
+_FALLBACK = {Q4_K: 6, Q6_K: 8}  # Q5_0, Q8_0
+
+
+def use_more_bits(i: int, n: int) -> bool:
+    """llama.cpp's use_more_bits (src/llama-quant.cpp): the first and last eighth of the
+    layers and every third one between them."""
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def q4_k_m_type(name: str, il: int, n_layer: int, tied: bool, row: int) -> int:
+    """The type llama.cpp's llama_tensor_get_type gives a 2-D weight for Q4_K_M (dense
+    llama-like models): output.weight Q6_K, token_embd.weight Q4_K, or Q6_K when tied to
+    the output; attn_v and ffn_down Q6_K on use_more_bits layers; every other weight Q4_K."""
+    if name == "output.weight" or (name == "token_embd.weight" and tied):
+        return Q6_K if row % 256 == 0 else 8  # Q8_0 when the rows do not split into 256-blocks
+    ty = Q4_K
+    if name.endswith(("attn_v.weight", "ffn_down.weight")) and use_more_bits(il, n_layer):
+        ty = Q6_K
+    return ty if row % 256 == 0 else _FALLBACK[ty]
+
+
+def llama3_rope_factors(head_dim: int, base: float, factor: float) -> np.ndarray:
+    """rope_freqs.weight of Llama 3.1 / 3.2 (convert_hf_to_gguf.py's llama3 rope scaling)."""
+    low, high, old_ctx = 1.0, 4.0, 8192
+    freqs = 1.0 / base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    out = []
+    for f in freqs:
+        wavelen = 2 * np.pi / f
+        if wavelen < old_ctx / high:
+            out.append(1.0)
+        elif wavelen > old_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.array(out, np.float32)
+
+
+def _tensor_bytes(ty: int, dims) -> int:
+    bs, ts, _ = _BLOCKS[ty]
+    n = int(np.prod(dims))
+    assert n % bs == 0, (ty, dims)
+    return n // bs * ts
+
+
+def write_streaming(out: str, kvs, specs, rng: np.random.Generator, align: int = 32) -> None:
+    """A GGUF v3 file of `kvs` and the tensors `specs` = (name, type, dims, contents), the
+    contents generated and written one tensor at a time (an 8B model never sits in memory);
+    contents: "norm" (~1), "weight" (random, fill()) or an array of the tensor's values."""
+    import struct
+
+    import tiny_models as tm
+
+    head = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(specs), len(kvs)))
+    for kv in kvs:
+        head += tm.encode_string(kv.key) + struct.pack("<I", int(kv.vtype)) + tm.encode_value(kv.vtype, kv.value)
+    rel, offsets = 0, []
+    for name, ty, dims, _ in specs:
+        head += tm.encode_string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
+        head += struct.pack("<IQ", ty, rel)
+        offsets.append(rel)
+        rel = (rel + _tensor_bytes(ty, dims) + align - 1) // align * align
+    data_at = (len(head) + align - 1) // align * align
+    with open(out, "wb") as f:
+        f.write(bytes(head) + b"\0" * (data_at - len(head)))
+        for i, ((name, ty, dims, what), off) in enumerate(zip(specs, offsets)):
+            if isinstance(what, np.ndarray):
+                buf = np.ascontiguousarray(what, np.float32).view(np.uint8)
+            else:
+                buf = np.empty(_tensor_bytes(ty, dims), np.uint8)
+                fill(buf, ty, int(np.prod(dims)), rng, norm=what == "norm")
+            f.seek(data_at + off)
+            f.write(buf.tobytes())
+            print(f"\r  {i + 1}/{len(specs)} tensors", end="", file=sys.stderr, flush=True)
+        f.truncate(data_at + rel)
+    print(file=sys.stderr)
+
+
+def write_llama(out: str, cfg: dict, seed: int) -> None:
+    """A dense llama-family model (`llama`, or `qwen2` with q/k/v biases) of `cfg`'s shape
+    with llama.cpp's Q4_K_M type mix; norms, biases and rope factors F32."""
     import tiny_models as tm
     from gguf import GGUFValueType as VT
 
+    arch, n_layer, n_embd, n_ff = cfg["arch"], cfg["layers"], cfg["embd"], cfg["ff"]
+    n_head, n_head_kv, n_vocab, tied = cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["tied"]
+    if n_embd % n_head:
+        raise SystemExit(f"--embd {n_embd} is not a multiple of --heads {n_head}")
+    hd = n_embd // n_head
     tokens, scores, types, ids = tm.spm_vocab()
+    if n_vocab < len(tokens):
+        raise SystemExit(f"--vocab must be at least {len(tokens)}")
     while len(tokens) < n_vocab:
         tokens.append(f"\u2581w{len(tokens)}")
         scores.append(-1000.0 - len(tokens) * 0.001)
         types.append(1)
+    a = arch
     kvs = [
-        tm.KV("general.architecture", VT.STRING, "llama"),
-        tm.KV("general.name", VT.STRING, f"bench-llama-{n_layer}x{n_embd}"),
-        tm.KV("llama.context_length", VT.UINT32, 4096),
-        tm.KV("llama.embedding_length", VT.UINT32, n_embd),
-        tm.KV("llama.block_count", VT.UINT32, n_layer),
-        tm.KV("llama.feed_forward_length", VT.UINT32, n_ff),
-        tm.KV("llama.attention.head_count", VT.UINT32, n_head),
-        tm.KV("llama.attention.head_count_kv", VT.UINT32, n_head_kv),
-        tm.KV("llama.attention.layer_norm_rms_epsilon", VT.FLOAT32, 1e-5),
-        tm.KV("llama.rope.freq_base", VT.FLOAT32, 10000.0),
+        tm.KV("general.architecture", VT.STRING, arch),
+        tm.KV("general.name", VT.STRING, cfg.get("name") or f"bench-{arch}-{n_layer}x{n_embd}"),
+        tm.KV("general.file_type", VT.UINT32, 15),  # LLAMA_FTYPE_MOSTLY_Q4_K_M
+        tm.KV(f"{a}.context_length", VT.UINT32, cfg["ctx"]),
+        tm.KV(f"{a}.embedding_length", VT.UINT32, n_embd),
+        tm.KV(f"{a}.block_count", VT.UINT32, n_layer),
+        tm.KV(f"{a}.feed_forward_length", VT.UINT32, n_ff),
+        tm.KV(f"{a}.attention.head_count", VT.UINT32, n_head),
+        tm.KV(f"{a}.attention.head_count_kv", VT.UINT32, n_head_kv),
+        tm.KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, cfg["eps"]),
+        tm.KV(f"{a}.rope.freq_base", VT.FLOAT32, cfg["rope_base"]),
+    ]
+    if arch == "llama":
+        kvs.append(tm.KV(f"{a}.rope.dimension_count", VT.UINT32, hd))
+    kvs += [
         tm.KV("tokenizer.ggml.model", VT.STRING, "llama"),
         tm.KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
         tm.KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
@@ -79,34 +207,34 @@ def write_llama(out: str, n_layer: int, n_embd: int, n_ff: int, n_head: int, n_h
         tm.KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
         tm.KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
     ]
-    hd = n_embd // n_head
-    rng = np.random.default_rng(seed)
-    specs = [("token_embd.weight", 12, [n_embd, n_vocab], False), ("output_norm.weight", 0, [n_embd], True), ("output.weight", 14, [n_embd, n_vocab], False)]
+
+    def w(name, il, n_in, n_out):  # a weight matrix: n_out rows of n_in
+        return (name, q4_k_m_type(name, il, n_layer, tied, n_in), [n_in, n_out], "weight")
+
+    # the global tensors, then layer by layer (llama.cpp counts attn_v tensors in file order)
+    specs = [w("token_embd.weight", -1, n_embd, n_vocab)]
+    if cfg.get("rope_scale"):
+        specs.append(("rope_freqs.weight", 0, [hd // 2], llama3_rope_factors(hd, cfg["rope_base"], cfg["rope_scale"])))
+    specs.append(("output_norm.weight", 0, [n_embd], "norm"))
+    if not tied:
+        specs.append(w("output.weight", -1, n_embd, n_vocab))
+    kv_dim = n_head_kv * hd
     for il in range(n_layer):
         b = f"blk.{il}."
-        specs += [
-            (b + "attn_norm.weight", 0, [n_embd], True),
-            (b + "attn_q.weight", 12, [n_embd, n_embd], False),
-            (b + "attn_k.weight", 12, [n_embd, n_head_kv * hd], False),
-            (b + "attn_v.weight", 14, [n_embd, n_head_kv * hd], False),
-            (b + "attn_output.weight", 12, [n_embd, n_embd], False),
-            (b + "ffn_norm.weight", 0, [n_embd], True),
-            (b + "ffn_gate.weight", 12, [n_embd, n_ff], False),
-            (b + "ffn_up.weight", 12, [n_embd, n_ff], False),
-            (b + "ffn_down.weight", 14, [n_ff, n_embd], False),
-        ]
-    tensors = []
-    for i, (name, ty, dims, norm) in enumerate(specs):
-        n = int(np.prod(dims))
-        bs, ts, _ = _BLOCKS[ty]
-        buf = np.zeros(n // bs * ts, np.uint8)
-        fill(buf, ty, n, rng, norm=norm)
-        tensors.append(tm.Tensor(name, ty, dims, buf.tobytes()))
-        print(f"\r  {i + 1}/{len(specs)} tensors", end="", file=sys.stderr, flush=True)
-    print(file=sys.stderr)
-    tm.write_gguf(out, kvs, tensors)
+        specs.append((b + "attn_norm.weight", 0, [n_embd], "norm"))
+        specs += [w(b + "attn_q.weight", il, n_embd, n_embd), w(b + "attn_k.weight", il, n_embd, kv_dim),
+                  w(b + "attn_v.weight", il, n_embd, kv_dim)]
+        if arch == "qwen2":
+            specs += [(b + "attn_q.bias", 0, [n_embd], "weight"), (b + "attn_k.bias", 0, [kv_dim], "weight"),
+                      (b + "attn_v.bias", 0, [kv_dim], "weight")]
+        specs += [w(b + "attn_output.weight", il, n_embd, n_embd), (b + "ffn_norm.weight", 0, [n_embd], "norm"),
+                  w(b + "ffn_gate.weight", il, n_embd, n_ff), w(b + "ffn_up.weight", il, n_embd, n_ff),
+                  w(b + "ffn_down.weight", il, n_ff, n_embd)]
+    write_streaming(out, kvs, specs, np.random.default_rng(seed))
     n_params = sum(int(np.prod(d)) for _, _, d, _ in specs)
-    print(f"wrote {out}: llama, {n_params / 1e9:.2f}B parameters, {os.path.getsize(out) / 2**20:.0f} MiB")
+    n_q6 = sum(1 for _, ty, _, _ in specs if ty == Q6_K)
+    print(f"wrote {out}: {arch}, {n_layer} layers, {n_params / 1e9:.2f}B parameters, {'tied' if tied else 'untied'} output, "
+          f"Q4_K_M mix ({n_q6} Q6_K tensors), {os.path.getsize(out) / 2**20:.0f} MiB")
 
 
 def write_header(model: str, out: str) -> None:
@@ -146,14 +274,18 @@ def write_like(header: str, out: str, seed: int) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    a = sub.add_parser("llama")
+    a = sub.add_parser("llama", help="a llama / qwen2 model with llama.cpp's Q4_K_M type mix")
     a.add_argument("out")
-    a.add_argument("--layers", type=int, default=22)
-    a.add_argument("--embd", type=int, default=2048)
-    a.add_argument("--ff", type=int, default=5632)
-    a.add_argument("--heads", type=int, default=32)
-    a.add_argument("--kv-heads", type=int, default=4)
-    a.add_argument("--vocab", type=int, default=32000)
+    a.add_argument("--preset", choices=sorted(PRESETS), help="a real model's shape (flags below override it)")
+    a.add_argument("--arch", choices=("llama", "qwen2"), help="qwen2: q/k/v biases (default llama)")
+    a.add_argument("--layers", type=int, help="default 22 (TinyLlama) or the preset's")
+    a.add_argument("--embd", type=int, help="default 2048")
+    a.add_argument("--ff", type=int, help="default 5632")
+    a.add_argument("--heads", type=int, help="default 32")
+    a.add_argument("--kv-heads", type=int, help="default 4")
+    a.add_argument("--vocab", type=int, help="default 32000")
+    a.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
+                   help="no output.weight: the output reuses token_embd.weight (then Q6_K)")
     a.add_argument("--seed", type=int, default=0)
     h = sub.add_parser("header")
     h.add_argument("model")
@@ -164,7 +296,17 @@ def main() -> int:
     lk.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     if args.cmd == "llama":
-        write_llama(args.out, args.layers, args.embd, args.ff, args.heads, args.kv_heads, args.vocab, args.seed)
+        cfg = dict(DEFAULTS, **(PRESETS[args.preset] if args.preset else {}))
+        if args.preset:
+            cfg["name"] = f"bench-{args.preset}"
+        if args.arch == "qwen2" and not args.preset:
+            cfg.update(rope_base=1000000.0, eps=1e-6, ctx=32768)
+        for k in ("arch", "layers", "embd", "ff", "heads", "kv_heads", "vocab", "tied"):
+            if getattr(args, k) is not None:
+                cfg[k] = getattr(args, k)
+        if args.layers is not None and args.preset:
+            cfg["name"] += f"-{args.layers}-layers"
+        write_llama(args.out, cfg, args.seed)
     elif args.cmd == "header":
         write_header(args.model, args.out)
     else:

@@ -328,38 +328,40 @@ mod x86 {
         }
     }
 
-    /// `expf_ggml(x - max)` 8 at a time; lanes whose result would leave the normal range
-    /// (|n| > 126) take the scalar path.
+    /// [`expf_ggml`] of 8 lanes when every lane's result is a normal number (|n| ≤ 126),
+    /// else `None` (the caller takes the scalar path for those 8).
+    #[inline(always)]
+    unsafe fn expf8(v: __m256) -> Option<__m256> {
+        let c = |b: u32| _mm256_set1_ps(f32::from_bits(b));
+        let r = c(0x4B40_0000);
+        let z = _mm256_fmadd_ps(v, c(0x3FB8_AA3B), r);
+        let nn = _mm256_sub_ps(z, r);
+        let b = _mm256_fnmadd_ps(nn, c(0x35BF_BE8E), _mm256_fnmadd_ps(nn, c(0x3F31_7200), v));
+        let u = _mm256_mul_ps(b, b);
+        let j = _mm256_fmadd_ps(
+            _mm256_fmadd_ps(_mm256_fmadd_ps(c(0x3C07_2010), b, c(0x3D2B_9F17)), u, _mm256_fmadd_ps(c(0x3E2A_AF33), b, c(0x3EFF_FEDB))),
+            u,
+            _mm256_fmadd_ps(c(0x3F7F_FFF6), b, _mm256_set1_ps(1.0)),
+        );
+        let far = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(_mm256_andnot_ps(_mm256_set1_ps(-0.0), nn), _mm256_set1_ps(126.0)));
+        if far != 0 {
+            return None;
+        }
+        // 2^n for normal n: exponent bits (n + 127) << 23
+        let ni = _mm256_cvtps_epi32(nn);
+        Some(_mm256_mul_ps(j, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127))))))
+    }
+
+    /// `expf_ggml(x - max)` 8 at a time (lanes leaving the normal range: the scalar path).
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn exp_sub(x: &mut [f32], max: f32) {
         let n = x.len();
         let mut i = 0;
-        let c = |b: u32| _mm256_set1_ps(f32::from_bits(b));
-        let (r, mx) = (c(0x4B40_0000), _mm256_set1_ps(max));
+        let mx = _mm256_set1_ps(max);
         while i + 8 <= n {
-            let v = _mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), mx);
-            let z = _mm256_fmadd_ps(v, c(0x3FB8_AA3B), r);
-            let nn = _mm256_sub_ps(z, r);
-            let b = _mm256_fnmadd_ps(nn, c(0x35BF_BE8E), _mm256_fnmadd_ps(nn, c(0x3F31_7200), v));
-            let u = _mm256_mul_ps(b, b);
-            let j = _mm256_fmadd_ps(
-                _mm256_fmadd_ps(_mm256_fmadd_ps(c(0x3C07_2010), b, c(0x3D2B_9F17)), u, _mm256_fmadd_ps(c(0x3E2A_AF33), b, c(0x3EFF_FEDB))),
-                u,
-                _mm256_fmadd_ps(c(0x3F7F_FFF6), b, _mm256_set1_ps(1.0)),
-            );
-            // 2^n for normal n: exponent bits (n + 127) << 23
-            let ni = _mm256_cvtps_epi32(nn);
-            let far = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(
-                _mm256_andnot_ps(_mm256_set1_ps(-0.0), nn),
-                _mm256_set1_ps(126.0),
-            ));
-            if far != 0 {
-                for v in &mut x[i..i + 8] {
-                    *v = expf_ggml(*v - max);
-                }
-            } else {
-                let pow = _mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(ni, _mm256_set1_epi32(127))));
-                _mm256_storeu_ps(x.as_mut_ptr().add(i), _mm256_mul_ps(j, pow));
+            match expf8(_mm256_sub_ps(_mm256_loadu_ps(x.as_ptr().add(i)), mx)) {
+                Some(e) => _mm256_storeu_ps(x.as_mut_ptr().add(i), e),
+                None => x[i..i + 8].iter_mut().for_each(|v| *v = expf_ggml(*v - max)),
             }
             i += 8;
         }
@@ -367,6 +369,45 @@ mod x86 {
             *v = expf_ggml(*v - max);
         }
     }
+
+    /// `g[i] = g[i] / (1 + expf_ggml(0 - g[i])) · u[i]` for the first `n` values (a multiple
+    /// of 8), 8 at a time with the scalar expression's operations.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn silu_mul(g: &mut [f32], u: &[f32], n: usize) {
+        let n = n.min(g.len()).min(u.len()) / 8 * 8;
+        let one = _mm256_set1_ps(1.0);
+        let mut i = 0;
+        while i < n {
+            let x = _mm256_loadu_ps(g.as_ptr().add(i));
+            match expf8(_mm256_sub_ps(_mm256_setzero_ps(), x)) {
+                Some(e) => {
+                    let s = _mm256_div_ps(x, _mm256_add_ps(one, e));
+                    _mm256_storeu_ps(g.as_mut_ptr().add(i), _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr().add(i))));
+                }
+                None => {
+                    for k in i..i + 8 {
+                        g[k] = g[k] / (1.0 + expf_ggml(0.0 - g[k])) * u[k];
+                    }
+                }
+            }
+            i += 8;
+        }
+    }
+}
+
+/// `g[i] = silu_ggml(g[i]) · u[i]` for the first `n` values (a multiple of 8): the vector
+/// path of [`crate::cpu::ops::swiglu_ggml`]; false where the machine has no AVX2 (nothing done).
+pub fn silu_mul_ggml(g: &mut [f32], u: &[f32], n: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if isa() >= Isa::Avx2 {
+            // SAFETY: the ISA check guarantees AVX2/FMA.
+            unsafe { x86::silu_mul(g, u, n) };
+            return true;
+        }
+    }
+    let _ = (g, u, n);
+    false
 }
 
 #[cfg(test)]

@@ -85,7 +85,9 @@ pub fn swiglu_ggml(gate: &mut [f32], up: &[f32], width: usize) {
     }
     let vec = width - width % 16;
     for (grow, urow) in gate.chunks_mut(width).zip(up.chunks(width)) {
-        for (i, (g, &u)) in grow.iter_mut().zip(urow).enumerate() {
+        // the vector part 8 at a time where the machine can (the same operations per value)
+        let done = if super::f16vec::silu_mul_ggml(grow, urow, vec) { vec } else { 0 };
+        for (i, (g, &u)) in grow.iter_mut().zip(urow).enumerate().skip(done) {
             let x = *g;
             let s = if i < vec { x / (1.0 + expf_ggml(0.0 - x)) } else { silu(x) };
             *g = s * u;
@@ -166,6 +168,7 @@ fn rope_body(x: &mut [f32], n_dims: usize, neox: bool, cos: &[f32], sin: &[f32])
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpu::f16vec::expf_ggml;
 
     #[test]
     fn gelu_table_tracks_exact() {
@@ -197,6 +200,23 @@ mod tests {
         swiglu_ggml(&mut edge, &[1.0; 16], 16);
         assert_eq!((edge[0], edge[1], edge[2]), (0.0, 200.0, 0.0));
         assert!(edge.iter().all(|v| v.is_finite()));
+    }
+
+    #[test]
+    fn swiglu_ggml_vector_path_is_the_scalar_expression_bit_for_bit() {
+        // a sweep through ggml_v_expf's whole range (normal, subnormal and overflowing
+        // exponentials: the vector path hands those 8 lanes to the scalar one)
+        let gate: Vec<f32> = (0..4096).map(|i| (i as f32 - 2048.0) * 0.0617 + (i % 7) as f32 * 1e-3).chain([-200.0, 200.0, 88.0, -88.0, 0.0, -0.0, 1e-30, -1e-30]).collect();
+        let w = gate.len();
+        let up: Vec<f32> = (0..w).map(|i| 0.5 + (i % 13) as f32 * 0.25).collect();
+        let mut got = gate.clone();
+        swiglu_ggml(&mut got, &up, w);
+        let vec = w - w % 16;
+        for i in 0..w {
+            let x = gate[i];
+            let s = if i < vec { x / (1.0 + expf_ggml(0.0 - x)) } else { silu(x) };
+            assert_eq!(got[i].to_bits(), (s * up[i]).to_bits(), "value {i} ({x})");
+        }
     }
 
     #[test]

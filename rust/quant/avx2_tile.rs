@@ -72,14 +72,14 @@ macro_rules! tiles {
 // SAFETY (of the generated code): reached only through `kernel`, after the CPU check;
 // `drive` bounds `nb` by every row and token.
 tiles! {
-    TQ8_0, run_q8_0 => q8_0_q8_0, 32, 34, 34, [1, 4, 4];
-    TQ5_0, run_q5_0 => q5_0_q8_0, 32, 22, 34, [1, 4, 4];
-    TQ4_0, run_q4_0 => q4_0_q8_0, 32, 18, 34, [1, 4, 4];
-    TIQ4_NL, run_iq4_nl => iq4_nl_q8_0, 32, 18, 34, [1, 4, 4];
-    TQ4_1, run_q4_1 => q4_1_q8_1, 32, 20, 36, [1, 4, 4];
-    TQ5_1, run_q5_1 => q5_1_q8_1, 32, 24, 36, [1, 4, 4];
-    TQ4_K, run_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 4];
-    TQ4_K_GEMM, run_q4_k_gemm => q4_k_gemm, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 4];
-    TQ6_K, run_q6_k => q6_k_vec, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 4];
-    TQ6_K_TILED, run_q6_k_tiled => q6_k_tiled, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 4];
+    TQ8_0, run_q8_0 => q8_0_q8_0, 32, 34, 34, [1, 4, 1];
+    TQ5_0, run_q5_0 => q5_0_q8_0, 32, 22, 34, [1, 4, 1];
+    TQ4_0, run_q4_0 => q4_0_q8_0, 32, 18, 34, [1, 4, 1];
+    TIQ4_NL, run_iq4_nl => iq4_nl_q8_0, 32, 18, 34, [1, 4, 1];
+    TQ4_1, run_q4_1 => q4_1_q8_1, 32, 20, 36, [1, 4, 1];
+    TQ5_1, run_q5_1 => q5_1_q8_1, 32, 24, 36, [1, 4, 1];
+    TQ4_K, run_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 1];
+    TQ4_K_GEMM, run_q4_k_gemm => q4_k_gemm, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 1];
+    TQ6_K, run_q6_k => q6_k_vec, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 1];
+    TQ6_K_TILED, run_q6_k_tiled => q6_k_tiled, QK_K, Q6_K_BYTES, Q8_K_BYTES, [1, 4, 1];
 }

@@ -15,7 +15,7 @@
 //! Soundness: kernels need avx512f+bw+vl (+avx2, fma, f16c; +avx512vnni for the VNNI
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
 use super::blocks::*;
-use super::avx2::{fp16, fp16x2, hsum_i32x4, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
+use super::avx2::{fp16, fp16x2, hsum_f32x8, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
@@ -46,6 +46,8 @@ fn kernels(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
     Some(match (ty, vnni) {
         (Q4_K, false) => (dot_q4_k, rows_q4_k),
         (Q4_K, true) => (dot_q4_k_vnni, rows_q4_k_vnni),
+        (Q6_K, false) => (dot_q6_k, rows_q6_k),
+        (Q6_K, true) => (dot_q6_k_vnni, rows_q6_k_vnni),
         (Q8_0, true) => (dot_q8_0_vnni, rows_q8_0_vnni),
         (Q5_0, true) => (dot_q5_0_vnni, rows_q5_0_vnni),
         (Q4_0, true) => (dot_q4_0_vnni, rows_q4_0_vnni),
@@ -76,6 +78,7 @@ pub(super) fn variants(ty: GgmlType) -> Vec<(&'static str, DotFn, DotRowsFn)> {
     }
     match ty {
         GgmlType::Q4_K => v.push(("avx512-plain", dot_q4_k, rows_q4_k)),
+        GgmlType::Q6_K => v.push(("avx512-plain", dot_q6_k, rows_q6_k)),
         _ => {}
     }
     if let (true, Some((d, r))) = (has_vnni(), kernels(ty)) {
@@ -120,11 +123,12 @@ macro_rules! k512 {
     )*};
 }
 
-// Q4_K in both of llama.cpp's orders (gemv, gemm); Q6_K in its tiled (batch) order only: its
-// one-token order is ggml's AVX2 `vec_dot`, whose 8-lane accumulation the AVX2 kernel has.
+// Q4_K in both of llama.cpp's orders (gemv, gemm); Q6_K in both of its orders: the one-token
+// order (ggml's AVX2 `vec_dot`, 8 f32 lanes) and the tiled (batch) one.
 k512! {
     q4_k_body, false => k_q4_k / k_q4_k_vnni;
     q4_k_gemm_body, true => k_q4_k_gemm / k_q4_k_gemm_vnni;
+    q6_k_body, false => k_q6_k / k_q6_k_vnni;
     q6_k_body, true => k_q6_k_tiled / k_q6_k_tiled_vnni;
 }
 
@@ -139,6 +143,8 @@ row_wrappers! {
     dot_iq4_nl_vnni, rows_iq4_nl_vnni => k_iq4_nl_vnni, 32, 18, 34;
     dot_q4_k, rows_q4_k => k_q4_k, QK_K, Q4_K_BYTES, Q8_K_BYTES;
     dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, QK_K, Q4_K_BYTES, Q8_K_BYTES;
+    dot_q6_k, rows_q6_k => k_q6_k, QK_K, Q6_K_BYTES, Q8_K_BYTES;
+    dot_q6_k_vnni, rows_q6_k_vnni => k_q6_k_vnni, QK_K, Q6_K_BYTES, Q8_K_BYTES;
 }
 
 // ---------------------------------------------------------------- helpers
@@ -187,15 +193,22 @@ unsafe fn load512(p: *const u8) -> __m512i {
 // 64-element group j: [low nibbles of qs[32j..], high nibbles] against q8[64j..64j+64];
 // i16 lanes 0..16 take scale 2j, lanes 16..32 scale 2j+1.
 
-/// Group j of a Q4_K block at `wb`: its 64 4-bit values (u8) and the i16 scale of each lane
-/// (`sc16`: the block's 8 scales as i16).
+/// Groups 2k and 2k+1 of a Q4_K block at `wb` from one 64-byte load: each group's 64 4-bit
+/// values (u8: its low nibbles, then its high ones) and the i16 scale of each lane (`sc16`:
+/// the block's 8 scales as i16).
 #[inline(always)]
-unsafe fn q4_k_group(wb: *const u8, j: usize, sc16: __m512i) -> (__m512i, __m512i) {
-    let m4 = _mm256_set1_epi8(0x0f);
-    let bits = load256(wb.add(16 + 32 * j));
-    let q4 = join(_mm256_and_si256(bits, m4), _mm256_and_si256(_mm256_srli_epi16::<4>(bits), m4));
+unsafe fn q4_k_group_pair(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, __m512i); 2] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let bits = load512(wb.add(16 + 64 * k));
+    let (lo, hi) = (_mm512_and_si512(bits, m4), _mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4));
+    [(_mm512_shuffle_i64x2::<0x44>(lo, hi), q4_k_scale(2 * k, sc16)), (_mm512_shuffle_i64x2::<0xEE>(lo, hi), q4_k_scale(2 * k + 1, sc16))]
+}
+
+/// Group j's i16 scale per lane: scale 2j in lanes 0..16, 2j+1 in lanes 16..32.
+#[inline(always)]
+unsafe fn q4_k_scale(j: usize, sc16: __m512i) -> __m512i {
     let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16((2 * j) as i16), _mm512_set1_epi16((2 * j + 1) as i16));
-    (q4, _mm512_permutexvar_epi16(idx, sc16))
+    _mm512_permutexvar_epi16(idx, sc16)
 }
 
 #[inline(always)]
@@ -204,40 +217,46 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     w: [*const u8; RW],
     a: [*const u8; C],
 ) -> [[f32; C]; RW] {
-    // the gemv order (llama.cpp's one-token kernel); the gemm order is `q4_k_gemm_body`
+    // the gemv order (llama.cpp's one-token kernel); the gemm order is `q4_k_gemm_body`.
+    // Per row and token, lane 0 of `acc` is the integer sums' chain and lane 1 the min terms'
+    // (`fma(f32(Σ), d·d_a, chain)` per lane: the scalar reference's operations)
     let _ = BATCH;
-    let mut acc = [[0f32; C]; RW];
-    let mut acc_m = [[0f32; C]; RW];
+    let mut acc = [[_mm_setzero_ps(); C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(144 * i);
             if C == 1 {
                 prefetch_ahead(wb, 144);
             }
-            let (dw, mw) = fp16x2(wb, wb.add(2));
+            let dmw = _mm_cvtph_ps(_mm_cvtsi32_si128(core::ptr::read_unaligned(wb as *const i32))); // [d, dmin]
             let sm = k4_scales_mins(wb.add(4));
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
-            for j in 0..4 {
-                let (q4, s) = q4_k_group(wb, j, sc16);
-                for t in 0..C {
-                    let p16 = _mm512_maddubs_epi16(q4, load512(a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * j)));
-                    sumi[t] = wdot::<VNNI>(sumi[t], p16, s);
+            for k in 0..2 {
+                for (j, (q4, s)) in q4_k_group_pair(wb, k, sc16).into_iter().enumerate() {
+                    for t in 0..C {
+                        let y = a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * (2 * k + j));
+                        sumi[t] = wdot::<VNNI>(sumi[t], _mm512_maddubs_epi16(q4, load512(y)), s);
+                    }
                 }
             }
             for t in 0..C {
                 let ab = a[t].add(Q8_K_BYTES * i);
-                let dy = rd_f32(ab);
-                let mins = hsum_i32x4(k4_mins_dot(sm, ab.add(260)));
-                acc_m[r][t] = (mins as f32).mul_add(mw * dy, acc_m[r][t]);
-                acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32).mul_add(dw * dy, acc[r][t]);
+                let mins = k4_mins_dot(sm, ab.add(260));
+                // [Σ sumi, Σ mins, ..] from the 16 + 4 lanes (integer sums: exact in any order)
+                let s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[t]), _mm512_extracti64x4_epi64::<1>(sumi[t]));
+                let s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256::<1>(s8));
+                let h = _mm_hadd_epi32(s4, mins);
+                let sums = _mm_cvtepi32_ps(_mm_hadd_epi32(h, h));
+                acc[r][t] = _mm_fmadd_ps(sums, _mm_mul_ps(dmw, _mm_set1_ps(rd_f32(ab))), acc[r][t]);
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = acc[r][t] - acc_m[r][t];
+            let v = acc[r][t];
+            out[r][t] = _mm_cvtss_f32(v) - _mm_cvtss_f32(_mm_movehdup_ps(v));
         }
     }
     out
@@ -302,8 +321,9 @@ unsafe fn q4_k_gemm_body<const VNNI: bool, const BATCH: bool, const RW: usize, c
                 let (u0, u1) = (_mm256_unpacklo_epi32(z[0], z[1]), _mm256_unpackhi_epi32(z[0], z[1]));
                 let (u2, u3) = (_mm256_unpacklo_epi32(z[2], z[3]), _mm256_unpackhi_epi32(z[2], z[3]));
                 let mins = [_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2), _mm256_unpacklo_epi64(u1, u3), _mm256_unpackhi_epi64(u1, u3)];
+                let groups = [q4_k_group_pair(wb, 0, sc16), q4_k_group_pair(wb, 1, sc16)];
                 for (j, &mj) in mins.iter().enumerate() {
-                    let (q4, s) = q4_k_group(wb, j, sc16);
+                    let (q4, s) = groups[j / 2][j % 2];
                     let mut sumi = [_mm512_setzero_si512(); 8];
                     for (t, v) in sumi.iter_mut().enumerate().take(n) {
                         let p16 = _mm512_maddubs_epi16(q4, load512(a[t0 + t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * j)));
@@ -352,6 +372,10 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     let sh23 = join(_mm256_set1_epi16(4), _mm256_set1_epi16(6));
     let gidx = load512(GROUP_IDX.as_ptr() as *const u8);
     let mut acc = [[0f32; C]; RW];
+    // the one-token order: ggml's AVX2 kernel's 8 f32 lanes (`acc8`), fed per superblock by
+    // the 16 i32 lanes folded to 8: lanes l and l+8 hold what the AVX2 kernel's lane l sums
+    // from its two 32-byte halves (integer sums, exact in any order)
+    let mut acc8 = [[_mm256_setzero_ps(); C]; RW];
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(210 * i);
@@ -383,16 +407,21 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
                 }
             }
             for t in 0..C {
-                // llama.cpp's tiled kernel: per superblock fma(f32(Σ) · d_w, d_a, total)
                 let dy = rd_f32(a[t].add(Q8_K_BYTES * i));
-                acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32 * dw).mul_add(dy, acc[r][t]);
+                if BATCH {
+                    // llama.cpp's tiled kernel: per superblock fma(f32(Σ) · d_w, d_a, total)
+                    acc[r][t] = (_mm512_reduce_add_epi32(sumi[t]) as f32 * dw).mul_add(dy, acc[r][t]);
+                } else {
+                    let s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[t]), _mm512_extracti64x4_epi64::<1>(sumi[t]));
+                    acc8[r][t] = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(s8), acc8[r][t]);
+                }
             }
         }
     }
     let mut out = [[0f32; C]; RW];
     for r in 0..RW {
         for t in 0..C {
-            out[r][t] = acc[r][t];
+            out[r][t] = if BATCH { acc[r][t] } else { hsum_f32x8(acc8[r][t]) };
         }
     }
     out
@@ -429,7 +458,7 @@ macro_rules! k_tiles {
 /// 2048-long dots): Q4_K 1 × 8 40.4 ns, 1 × 4 46.4, 2 × 4 44.0; Q6_K 1 × 8 31.3, 1 × 4 35.7.
 const K_ROWS: usize = 1;
 const K_COLS: usize = 8;
-const K_GEMV_ROWS: usize = 4;
+const K_GEMV_ROWS: usize = 1;
 
 // SAFETY (of the generated code): `run` is reached only through `tile_kernel`, after the CPU
 // check of the build it names; `drive` bounds `nb` by every row and token.
@@ -437,10 +466,20 @@ k_tiles! {
     TQ4_K, run_q4_k => k_q4_k, 144;
     TQ4_K_VNNI, run_q4_k_vnni => k_q4_k_vnni, 144;
     TQ4_K_GEMM, run_q4_k_gemm => k_q4_k_gemm, 144;
-    TQ4_K_GEMM_VNNI, run_q4_k_gemm_vnni => k_q4_k_gemm_vnni, 144;
+    TQ6_K, run_q6_k => k_q6_k, 210;
+    TQ6_K_VNNI, run_q6_k_vnni => k_q6_k_vnni, 210;
     TQ6_K_TILED, run_q6_k_tiled => k_q6_k_tiled, 210;
     TQ6_K_TILED_VNNI, run_q6_k_tiled_vnni => k_q6_k_tiled_vnni, 210;
 }
+
+k_tiles! {
+    TQ4_K_GEMM_VNNI, run_q4_k_gemm_vnni => k_q4_k_gemm_vnni, 144;
+}
+
+/// The row-wise batch-order VNNI tiles: the packed ones' fallback (rows too far apart for
+/// their gathers) and their speed reference in tests.
+pub(super) const Q4_K_GEMM_ROWWISE_VNNI: TileFn = run_q4_k_gemm_vnni;
+pub(super) const Q6_K_TILED_ROWWISE_VNNI: TileFn = run_q6_k_tiled_vnni;
 
 /// The AVX-512 K-quant tile kernel for `ty` (the twin of [`dot`]'s), or `None`.
 pub(super) fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
@@ -450,20 +489,12 @@ pub(super) fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
     let vnni = is_x86_feature_detected!("avx512vnni");
     let (run, batch): (TileFn, TileFn) = match (ty, vnni) {
         (GgmlType::Q4_K, false) => (run_q4_k, run_q4_k_gemm),
-        (GgmlType::Q4_K, true) => (run_q4_k_vnni, run_q4_k_gemm_vnni),
+        (GgmlType::Q4_K, true) => (run_q4_k_vnni, super::avx512_packed::run_q4_k_gemm_packed),
+        (GgmlType::Q6_K, false) => (run_q6_k, run_q6_k_tiled),
+        (GgmlType::Q6_K, true) => (run_q6_k_vnni, super::avx512_packed::run_q6_k_tiled_packed),
         _ => return None,
     };
     Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, cols: K_COLS, batch: Some(batch) })
-}
-
-/// `k` (an AVX2 tile kernel) with its batch order run by the AVX-512 build where there is one:
-/// Q6_K (whose one-token order is the AVX2 kernel's).
-pub(super) fn with_batch(ty: GgmlType, k: TileKernel) -> TileKernel {
-    if ty != GgmlType::Q6_K || !has_avx512() {
-        return k;
-    }
-    let batch: TileFn = if is_x86_feature_detected!("avx512vnni") { run_q6_k_tiled_vnni } else { run_q6_k_tiled };
-    TileKernel { batch: Some(batch), ..k }
 }
 
 /// The plain (non-VNNI) K-quant tiles, for tests on VNNI machines.
@@ -474,6 +505,7 @@ pub(super) fn plain_tile(ty: GgmlType) -> Option<TileFn> {
     }
     match ty {
         GgmlType::Q4_K => Some(run_q4_k),
+        GgmlType::Q6_K => Some(run_q6_k),
         _ => None,
     }
 }

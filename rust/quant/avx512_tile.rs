@@ -67,10 +67,10 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
 /// activations of 16 tokens stay in L1 and are read as memory operands), 12.0 ns per 640-long
 /// Q5_0 dot vs 12.8 for 2 × 6 and 13.9 for 2 × 4; longer rows: 3 × 6 (activations reused from
 /// registers by 3 rows: 77 ns per 4096-long dot vs 106 for 1 × 16, whose activations no longer
-/// fit in L1). One token: `GEMV_ROWS` rows in flight.
+/// fit in L1). One token: `GEMV_ROWS` row at a time (one sequential stream; see `tile.rs`).
 const SHORT_N: usize = 1024;
 const COLS: usize = 16;
-const GEMV_ROWS: usize = 4;
+const GEMV_ROWS: usize = 1;
 
 // ---------------------------------------------------------------- weight blocks
 

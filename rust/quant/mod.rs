@@ -52,6 +52,8 @@ mod avx2_tile;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+mod avx512_packed;
+#[cfg(target_arch = "x86_64")]
 mod avx512_tile;
 pub mod blocks;
 pub mod dispatch;

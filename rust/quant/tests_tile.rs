@@ -114,7 +114,8 @@ fn batch_tiles_equal_scalar_batch_dots_bit_for_bit() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
         let reference = super::scalar::dot_batch(ty).expect("batch-order reference");
         for n in [256usize, 768, 2048] {
-            for (rows, cols) in [(1, 1), (5, 1), (3, 7), (4, 8), (7, 17)] {
+            // (rows past 16 and 32: the lanes of more than one packed Q4_K panel)
+            for (rows, cols) in [(1, 1), (5, 1), (3, 7), (4, 8), (7, 17), (17, 9), (35, 4)] {
                 let (w, w_stride) = weights(ty, n, rows, 40, &mut rng, Fill::Random);
                 for (name, k, _) in tile_kernels(ty) {
                     let batch = k.batch.unwrap_or_else(|| panic!("{name} {}: no batch kernel", ty.name()));
@@ -293,7 +294,7 @@ fn tile_shapes() {
 #[ignore]
 fn gemv_bandwidth() {
     let mut rng = Rng(8);
-    for (ty, n) in [(GgmlType::Q8_0, 640), (GgmlType::Q5_0, 640)] {
+    for (ty, n) in [(GgmlType::Q8_0, 640), (GgmlType::Q5_0, 640), (GgmlType::Q4_K, 2048), (GgmlType::Q6_K, 2048), (GgmlType::Q6_K, 8192)] {
         let Some(k) = super::tile::tile_kernel(ty) else { continue };
         let rows = (256usize << 20) / ty.row_bytes(n);
         let row = weight_row(ty, n, &mut rng, Fill::Random);
@@ -312,6 +313,19 @@ fn gemv_bandwidth() {
             eprintln!("{} prefetch {pf} tiles, {dist} bytes: {:.1} GB/s", ty.name(), w.len() as f64 / best / 1e9);
         }
         super::tile::PF_OVERRIDE.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+        super::tile::PF_DIST.store(usize::MAX, std::sync::atomic::Ordering::Relaxed);
+        // in L2 (compute bound): the same kernel over a 512 KiB matrix, repeated
+        let rows = (512usize << 10) / ty.row_bytes(n);
+        let w = &w[..rows * row.len()];
+        let mut best = f64::MAX;
+        for _ in 0..20 {
+            let t = std::time::Instant::now();
+            for _ in 0..50 {
+                (k.run)(n, w, row.len(), rows, &a, as_, 1, &mut out, rows);
+            }
+            best = best.min(t.elapsed().as_secs_f64() / 50.0);
+        }
+        eprintln!("{} in L2: {:.1} GB/s", ty.name(), w.len() as f64 / best / 1e9);
     }
 }
 
@@ -351,5 +365,38 @@ fn vector_activation_quantizers_equal_scalar() {
                 panic!("{} case {c}: byte {i} (block {}) differs: {} vs {}", ty.name(), i / ty.type_size(), got[i], want[i]);
             }
         }
+    }
+}
+
+/// Prefill speed of the batch-order tiles: row-wise (one row per register, 16 lanes reduced
+/// per group) against rows in lanes (`avx512_packed`), one 64-token call over a 2048 × 2048
+/// matrix (`-- --ignored --nocapture`); both give the same bits.
+#[cfg(target_arch = "x86_64")]
+#[test]
+#[ignore]
+fn batch_tile_speed() {
+    if !super::avx512::has_vnni() {
+        return;
+    }
+    for (ty, rowwise) in [(GgmlType::Q4_K, super::avx512::Q4_K_GEMM_ROWWISE_VNNI), (GgmlType::Q6_K, super::avx512::Q6_K_TILED_ROWWISE_VNNI)] {
+        let Some(k) = super::tile::tile_kernel(ty) else { return };
+        let packed = k.batch.expect("batch kernel");
+        let mut rng = Rng(12);
+        let (n, rows, cols) = (2048, 2048, 64);
+        let (w, ws) = weights(ty, n, rows, 0, &mut rng, Fill::Random);
+        let (_, _, a, as_) = tokens(ty, &k, n, cols, 0, &mut rng, false);
+        let mut outs = Vec::new();
+        for (name, run) in [("row-wise", rowwise), ("packed", packed)] {
+            let mut out = vec![0f32; rows * cols];
+            let mut best = f64::MAX;
+            for _ in 0..5 {
+                let t = std::time::Instant::now();
+                run(n, &w, ws, rows, &a, as_, cols, &mut out, rows);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!("{} batch {name:8}: {:.2} ms, {:.1} GMAC/s", ty.name(), best * 1e3, (n * rows * cols) as f64 / best / 1e9);
+            outs.push(out);
+        }
+        assert!(outs[0].iter().zip(&outs[1]).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 }
