@@ -424,6 +424,15 @@ def write_model(path, arch: str, wtype: str = "F32", seed: int = 0, *, extra_kvs
     return write_gguf(path, model_kvs(arch, extra=extra_kvs, drop=drop_kvs), tensors, **kw)
 
 
+def write_parity_model(path, arch: str, wtype: str) -> Layout:
+    """The model the llama.cpp logits reference (`scripts/parity/tiny_reference.py`) was made
+    from: `write_model`, except that phi3's is not named "phi3" (llama.cpp sets token
+    attributes by that name, looking up "<|endoftext|>", which the tiny vocabulary lacks)."""
+    if arch == "phi3":
+        return write_model(path, arch, wtype, drop_kvs=("general.name",), extra_kvs=(KV("general.name", VT.STRING, "tiny-p3"),))
+    return write_model(path, arch, wtype)
+
+
 def split_paths(directory, stem: str, n: int) -> List[Path]:
     return [Path(directory) / f"{stem}-{i:05d}-of-{n:05d}.gguf" for i in range(1, n + 1)]
 

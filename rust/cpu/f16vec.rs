@@ -29,26 +29,7 @@ impl Order {
     }
 }
 
-/// `_mm512_reduce_add_ps` (GCC's tree): halves, then quarters, then pairs.
-#[inline]
-pub fn reduce16(x: &[f32; 16]) -> f32 {
-    let mut t = [0f32; 8];
-    for i in 0..8 {
-        t[i] = x[i] + x[i + 8];
-    }
-    let u = [t[0] + t[4], t[1] + t[5], t[2] + t[6], t[3] + t[7]];
-    (u[0] + u[2]) + (u[1] + u[3])
-}
-
-/// 64 lanes → 16 as `GGML_F32x16_REDUCE` does (x0+=x2, x1+=x3, x0+=x1), then [`reduce16`].
-#[inline]
-pub fn reduce64(x: &[f32; 64]) -> f32 {
-    let mut r = [0f32; 16];
-    for (l, v) in r.iter_mut().enumerate() {
-        *v = (x[l] + x[l + 32]) + (x[l + 16] + x[l + 48]);
-    }
-    reduce16(&r)
-}
+pub use crate::quant::scalar::{reduce16, reduce64};
 
 /// Σ a[i]·b[i] in `order` (lengths equal; `Tiny16` needs a multiple of 16; `Vec64` sums
 /// elements past the last multiple of 64 in f64 after the reduction, as ggml does).

@@ -52,7 +52,7 @@ impl Weight {
         let dot_rows = quant::dot_rows_fn(ty);
         // the twin (bit-identical per element) of `quant::dot_fn(ty)`, which callers pass as `dot`
         let tile = quant::tile_kernel(ty);
-        let dot_batch = quant::scalar::dot_batch(ty);
+        let dot_batch = quant::dot_batch_fn(ty);
         Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch }
     }
 

@@ -2,7 +2,7 @@
 //!
 //! llama.cpp's x86 kernels sum in different orders depending on the shape of the batch they
 //! run on (`quant::batch_tokens`: Q4_K's gemm for whole groups of 4 tokens, Q6_K's tiled kernel
-//! from 8 tokens; attention's tinyBLAS from 2 tokens, `ggml_vec_dot_f16` for one). llamars
+//! from 8 tokens; attention's and the F32 / F16 matmuls' tinyBLAS from 2 tokens, `ggml_vec_dot` for one). llamars
 //! reproduces those orders for each sequence as if llama.cpp evaluated it alone: the prompt
 //! in chunks of `ubatch` tokens from position 0, then one token at a time. So a token's
 //! arithmetic depends only on its own sequence (never on what shares the batch, nor on how the
@@ -42,6 +42,9 @@ pub struct Masks {
     /// The same for the rows that get logits (a row asked for alone is a one-row matmul).
     pub out_q4_k: Vec<bool>,
     pub out_q6_k: Vec<bool>,
+    /// F32 / F16 weights: tinyBLAS from 2 tokens (the rule of attention's batch order).
+    pub float: Vec<bool>,
+    pub out_float: Vec<bool>,
 }
 
 impl Masks {
@@ -50,33 +53,38 @@ impl Masks {
         self.q6_k.clear();
         self.out_q4_k.clear();
         self.out_q6_k.clear();
+        self.float.clear();
+        self.out_float.clear();
     }
 
     pub fn push(&mut self, o: TokenOrder) {
         self.q4_k.push(o.q4_k);
         self.q6_k.push(o.q6_k);
+        self.float.push(o.attn);
     }
 
     pub fn push_out(&mut self, o: TokenOrder) {
         self.out_q4_k.push(o.q4_k);
         self.out_q6_k.push(o.q6_k);
+        self.out_float.push(o.attn);
     }
 
     /// The flags for a matmul over the batch's tokens with weights of `ty`.
     pub fn tokens(&self, ty: GgmlType) -> Option<&[bool]> {
-        pick(ty, &self.q4_k, &self.q6_k)
+        pick(ty, &self.q4_k, &self.q6_k, &self.float)
     }
 
     /// The flags for the output matmul over the logit rows.
     pub fn outputs(&self, ty: GgmlType) -> Option<&[bool]> {
-        pick(ty, &self.out_q4_k, &self.out_q6_k)
+        pick(ty, &self.out_q4_k, &self.out_q6_k, &self.out_float)
     }
 }
 
-fn pick<'a>(ty: GgmlType, q4: &'a [bool], q6: &'a [bool]) -> Option<&'a [bool]> {
+fn pick<'a>(ty: GgmlType, q4: &'a [bool], q6: &'a [bool], float: &'a [bool]) -> Option<&'a [bool]> {
     match ty {
         GgmlType::Q4_K => Some(q4),
         GgmlType::Q6_K => Some(q6),
+        GgmlType::F32 | GgmlType::F16 => Some(float),
         _ => None,
     }
 }

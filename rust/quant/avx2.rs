@@ -149,6 +149,8 @@ wrappers! {
     dot_f32 => f32_f32, 1, 4, 4;
     dot_f16 => f16_f16, 1, 2, 2;
     dot_bf16 => bf16_bf16, 1, 2, 2;
+    dot_f32_tiny => f32_f32_tiny, 1, 4, 4;
+    dot_f16_tiny => f16_f16_tiny, 1, 2, 2;
     dot_q2_k => q2_k_q8_k, QK_K, Q2_K_BYTES, Q8_K_BYTES;
     dot_q3_k => q3_k_q8_k, QK_K, Q3_K_BYTES, Q8_K_BYTES;
     dot_q5_k => q5_k_q8_k, QK_K, Q5_K_BYTES, Q8_K_BYTES;
@@ -362,56 +364,107 @@ pub(super) unsafe fn iq4_values(p: *const u8) -> __m256i {
 
 // ---------------------------------------------------------------- float types
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f32_f32(n: usize, w: *const u8, a: *const u8) -> f32 {
-    let (x, y) = (w as *const f32, a as *const f32);
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = i + 8 * k;
-            *s = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(o)), _mm256_loadu_ps(y.add(o)), *s);
+/// [`scalar::dot_float_ggml`]'s order with 8-lane registers (lanes 0..8 and 8..16 of each
+/// 16-lane chain side by side), for F32 or (`F16`) F16 rows, one token's order or (`TINY`)
+/// the batch order.
+///
+/// [`scalar::dot_float_ggml`]: super::scalar::dot_float_ggml
+#[inline(always)]
+unsafe fn float_ggml<const F16: bool, const TINY: bool>(n: usize, w: *const u8, a: *const u8) -> f32 {
+    let (ld, el) = (ld_float8::<F16>, ld_float::<F16>);
+    if TINY && n % 16 == 0 {
+        let mut acc = [_mm256_setzero_ps(); 2];
+        let mut i = 0;
+        while i < n {
+            acc[0] = _mm256_fmadd_ps(ld(w, i), ld(a, i), acc[0]);
+            acc[1] = _mm256_fmadd_ps(ld(w, i + 8), ld(a, i + 8), acc[1]);
+            i += 16;
         }
-        i += 32;
+        let mut l = [0f32; 16];
+        _mm256_storeu_ps(l.as_mut_ptr(), acc[0]);
+        _mm256_storeu_ps(l.as_mut_ptr().add(8), acc[1]);
+        return super::scalar::reduce16(&l);
     }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x.add(i)), _mm256_loadu_ps(y.add(i)), acc[0]);
-        i += 8;
+    let np = n / 64 * 64;
+    let mut acc = [_mm256_setzero_ps(); 8];
+    let mut i = 0;
+    while i < np {
+        for (k, s) in acc.iter_mut().enumerate() {
+            *s = _mm256_fmadd_ps(ld(w, i + 8 * k), ld(a, i + 8 * k), *s);
+        }
+        i += 64;
     }
-    let mut sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    while i < n {
-        sum += read_unaligned(x.add(i)) * read_unaligned(y.add(i));
-        i += 1;
+    let mut l = [0f32; 64];
+    for (k, s) in acc.iter().enumerate() {
+        _mm256_storeu_ps(l.as_mut_ptr().add(8 * k), *s);
     }
-    sum
+    let r = super::scalar::reduce64(&l);
+    if F16 {
+        // ggml_vec_dot_f16 adds the rest in f64, ggml_vec_dot_f32 in f32
+        let mut s = r as f64;
+        for i in np..n {
+            s += (el(w, i) * el(a, i)) as f64;
+        }
+        s as f32
+    } else {
+        let mut s = r;
+        for i in np..n {
+            s += el(w, i) * el(a, i);
+        }
+        s
+    }
+}
+
+/// Elements i..i+8 of an F32 / (`F16`) F16 row as f32 (no closures: a closure does not
+/// inherit its caller's target features).
+#[inline(always)]
+unsafe fn ld_float8<const F16: bool>(p: *const u8, i: usize) -> __m256 {
+    if F16 {
+        _mm256_cvtph_ps(load128(p.add(2 * i)))
+    } else {
+        _mm256_loadu_ps((p as *const f32).add(i))
+    }
 }
 
 #[inline(always)]
-unsafe fn ld_f16x8(p: *const u8) -> __m256 {
-    _mm256_cvtph_ps(load128(p))
+unsafe fn ld_float<const F16: bool>(p: *const u8, i: usize) -> f32 {
+    if F16 {
+        fp16(p.add(2 * i))
+    } else {
+        read_unaligned((p as *const f32).add(i))
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_f32(n: usize, w: *const u8, a: *const u8) -> f32 {
+    float_ggml::<false, false>(n, w, a)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn f16_f16(n: usize, w: *const u8, a: *const u8) -> f32 {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 8 * k);
-            *s = _mm256_fmadd_ps(ld_f16x8(w.add(o)), ld_f16x8(a.add(o)), *s);
-        }
-        i += 32;
+    float_ggml::<true, false>(n, w, a)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_f32_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
+    float_ggml::<false, true>(n, w, a)
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_f16_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
+    float_ggml::<true, true>(n, w, a)
+}
+
+/// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS), or `None`.
+pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
+    if !has_avx2() {
+        return None;
     }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(ld_f16x8(w.add(2 * i)), ld_f16x8(a.add(2 * i)), acc[0]);
-        i += 8;
+    match ty {
+        GgmlType::F32 => Some(dot_f32_tiny),
+        GgmlType::F16 => Some(dot_f16_tiny),
+        _ => None,
     }
-    let mut sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    while i < n {
-        sum += fp16(w.add(2 * i)) * fp16(a.add(2 * i));
-        i += 1;
-    }
-    sum
 }
 
 #[inline(always)]

@@ -64,6 +64,21 @@ pub fn dot_fn(ty: GgmlType) -> Option<DotFn> {
     dot_fn_for(ty, isa())
 }
 
+/// The dot kernel in llama.cpp's batch order for `ty` (see `batch_tokens`), if the type has
+/// one: the ISA's kernel where there is one (F32, F16 under AVX2 and up), else the scalar
+/// reference (`scalar::dot_batch`). Tile kernels carry their own (`TileKernel::batch`).
+pub fn dot_batch_fn(ty: GgmlType) -> Option<DotFn> {
+    let isa = isa();
+    #[cfg(target_arch = "x86_64")]
+    if matches!(isa, Isa::Avx2 | Isa::Avx512) {
+        if let Some(d) = super::avx2::dot_batch(ty) {
+            return Some(d);
+        }
+    }
+    let _ = isa;
+    super::scalar::dot_batch(ty)
+}
+
 /// The dot kernel for `ty` under a given instruction set: the best kernel that ISA has for
 /// the type, else a narrower ISA's (AVX-512 → AVX2), else the scalar reference. An ISA the
 /// CPU lacks never yields its kernels (each ISA module checks the CPU before handing one

@@ -69,17 +69,19 @@ mod tests_tile;
 pub mod tile;
 pub mod types;
 
-pub use dispatch::{dot_fn, dot_rows_fn, isa, Isa};
+pub use dispatch::{dot_batch_fn, dot_fn, dot_rows_fn, isa, Isa};
 
 /// How many leading tokens of an `n_tokens`-token matmul llama.cpp (x86, AVX2 and up) computes
 /// in another order than its one-token kernel, for weights of `ty`: Q4_K's repacked gemm takes
 /// whole groups of 4 tokens (the rest go through its gemv), Q6_K's tiled kernel takes every
-/// token once there are 8 or more. Other types have one order (`scalar::dot_batch`,
+/// token once there are 8 or more; F32 and F16 go through tinyBLAS from 2 tokens. Other types have one order (`scalar::dot_batch`,
 /// `TileKernel::batch`).
 pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
     match ty {
         GgmlType::Q4_K => n_tokens - n_tokens % 4,
         GgmlType::Q6_K if n_tokens >= 8 => n_tokens,
+        // llamafile's tinyBLAS from 2 tokens, ggml_vec_dot for one
+        GgmlType::F32 | GgmlType::F16 if n_tokens >= 2 => n_tokens,
         _ => 0,
     }
 }

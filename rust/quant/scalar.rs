@@ -199,14 +199,86 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
+/// `_mm512_reduce_add_ps` (GCC's tree): halves, then quarters, then pairs.
+#[inline]
+pub fn reduce16(x: &[f32; 16]) -> f32 {
+    let mut t = [0f32; 8];
+    for i in 0..8 {
+        t[i] = x[i] + x[i + 8];
+    }
+    let u = [t[0] + t[4], t[1] + t[5], t[2] + t[6], t[3] + t[7]];
+    (u[0] + u[2]) + (u[1] + u[3])
+}
+
+/// 64 lanes → 16 as `GGML_F32x16_REDUCE` does (x0+=x2, x1+=x3, x0+=x1), then [`reduce16`].
+#[inline]
+pub fn reduce64(x: &[f32; 64]) -> f32 {
+    let mut r = [0f32; 16];
+    for (l, v) in r.iter_mut().enumerate() {
+        *v = (x[l] + x[l + 32]) + (x[l + 16] + x[l + 48]);
+    }
+    reduce16(&r)
+}
+
+/// llama.cpp's F32 / F16 dot as its x86 AVX-512 build runs it. One token
+/// (`ggml_vec_dot_f32` / `_f16`): 4 × 16 lanes per 64 elements, [`reduce64`], the elements
+/// past the last 64 added after it (in f32 for F32, in f64 for F16). Two tokens or more
+/// (`tiny`: llamafile's tinyBLAS, which takes rows of a multiple of 16): 16 lanes, lane l an
+/// FMA chain over elements l, l+16, …, then [`reduce16`]. `x(i)` / `y(i)`: element i as f32.
+#[inline]
+pub fn dot_float_ggml(n: usize, x: impl Fn(usize) -> f32, y: impl Fn(usize) -> f32, f64_tail: bool, tiny: bool) -> f32 {
+    if tiny && n % 16 == 0 {
+        let mut acc = [0f32; 16];
+        for i in (0..n).step_by(16) {
+            for (l, a) in acc.iter_mut().enumerate() {
+                *a = x(i + l).mul_add(y(i + l), *a);
+            }
+        }
+        return reduce16(&acc);
+    }
+    let np = n / 64 * 64;
+    let mut acc = [0f32; 64];
+    for i in (0..np).step_by(64) {
+        for (l, a) in acc.iter_mut().enumerate() {
+            *a = x(i + l).mul_add(y(i + l), *a);
+        }
+    }
+    let r = reduce64(&acc);
+    if f64_tail {
+        let mut s = r as f64;
+        for i in np..n {
+            s += (x(i) * y(i)) as f64;
+        }
+        s as f32
+    } else {
+        let mut s = r;
+        for i in np..n {
+            s += x(i) * y(i);
+        }
+        s
+    }
+}
+
 pub fn dot_f32(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let n = n.min(w.len() / 4).min(a.len() / 4);
-    (0..n).map(|i| rd_f32(w, 4 * i) * rd_f32(a, 4 * i)).sum()
+    dot_float_ggml(n, |i| rd_f32(w, 4 * i), |i| rd_f32(a, 4 * i), false, false)
 }
 
 pub fn dot_f16(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let n = n.min(w.len() / 2).min(a.len() / 2);
-    (0..n).map(|i| read_f16(w, 2 * i) * read_f16(a, 2 * i)).sum()
+    dot_float_ggml(n, |i| read_f16(w, 2 * i), |i| read_f16(a, 2 * i), true, false)
+}
+
+/// [`dot_f32`] in llama.cpp's batch order (tinyBLAS).
+pub fn dot_f32_tiny(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 4).min(a.len() / 4);
+    dot_float_ggml(n, |i| rd_f32(w, 4 * i), |i| rd_f32(a, 4 * i), false, true)
+}
+
+/// [`dot_f16`] in llama.cpp's batch order (tinyBLAS).
+pub fn dot_f16_tiny(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    dot_float_ggml(n, |i| read_f16(w, 2 * i), |i| read_f16(a, 2 * i), true, true)
 }
 
 pub fn dot_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -413,6 +485,8 @@ pub fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q4_K => Some(dot_q4_k_q8_k_gemm),
         GgmlType::Q6_K => Some(dot_q6_k_q8_k_tiled),
+        GgmlType::F32 => Some(dot_f32_tiny),
+        GgmlType::F16 => Some(dot_f16_tiny),
         _ => None,
     }
 }

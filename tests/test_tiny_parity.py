@@ -1,0 +1,108 @@
+"""Bit-exact parity with llama.cpp on the tiny generated models: every architecture and weight
+type, a prompt evaluated as one batch and a sequence decoded one token at a time, under every
+instruction set this machine has (LLAMARS_ISA=scalar, avx2, avx512).
+
+The reference (tests/fixtures/tiny_llamacpp_logits.json) holds llama.cpp's logits digests,
+made by scripts/parity/tiny_reference.py with llama-cpp-python 0.3.36 on an AVX-512 machine;
+a model this machine's gguf package writes differently from the reference's file is skipped
+(with the reason), not compared.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tiny_models as tm
+
+REF = json.loads((Path(__file__).parent / "fixtures" / "tiny_llamacpp_logits.json").read_text())
+ISAS = ("scalar", "avx2", "avx512")
+
+# Not yet in llama.cpp's order (measured 2026-12-03: 38 of 75 models bit-identical, the same
+# set under every ISA); each stays a strict xfail, so one that starts to match fails here
+# until it is taken off the list:
+# - Q4_0, IQ4_NL: llama.cpp repacks rows in groups of 8 (`q4_0_8x8`, `iq4_nl_8x8`) whose
+#   gemv / gemm keep one f32 chain per row (`fma(f32(Σ block), d_w·d_a, acc)`); llamars
+#   runs ggml's 8-lane `vec_dot` order for them (gemma3's tiny model, tied output, matches)
+# - Q2_K (repacked `q2_K_8x8` as well), Q3_K, Q5_K, IQ4_XS (Q3_K and IQ4_XS differ only in
+#   prompt batches): their batch / repacked orders are not modelled
+# - BF16: tinyBLAS's `vdpbf16ps` on AVX512_BF16 machines (pairs summed into each lane)
+# - gemma3 F32 / F16 / Q4_K (prompt batches): its tied output matmul, not repacked by
+#   llama.cpp, is not modelled apart from the other weights
+KNOWN_INEXACT = {f"{a}/{t}" for a in ("llama", "qwen2", "qwen3", "phi3", "gemma3") for t in ("IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K", "Q5_K", "BF16")}
+KNOWN_INEXACT |= {f"{a}/Q4_0" for a in ("llama", "qwen2", "qwen3", "phi3")} | {"gemma3/F32", "gemma3/F16", "gemma3/Q4_K"}
+
+# Runs in a child process per ISA (the ISA is read once per process): prints, per model,
+# JSON lines {"model", "file_sha256", "prefill": [row digests], "decode": [...]}.
+_CHILD = r"""
+import hashlib, json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import tiny_models as tm
+from llamars import Engine
+prompt, decode, out_dir = json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4]
+def dig(rows):
+    return [{"sha256": hashlib.sha256(np.ascontiguousarray(r, dtype=np.float32).tobytes()).hexdigest(),
+             "top": [[int(i), int(r[i].view(np.uint32))] for i in np.argsort(-r, kind="stable")[:3]]} for r in rows]
+for key in sys.argv[5:]:
+    arch, wtype = key.split("/")
+    path = f"{out_dir}/{arch}-{wtype}.gguf"
+    tm.write_parity_model(path, arch, wtype)
+    ctx = tm.SPECS[arch].ctx
+    prefill = Engine(path, n_ctx=ctx, n_threads=2, n_batch=512).logits(prompt)
+    steps = Engine(path, n_ctx=ctx, n_threads=2, n_batch=1).logits(prompt + decode)
+    sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    print(json.dumps({"model": key, "file_sha256": sha, "prefill": dig(prefill), "decode": dig(steps)}), flush=True)
+"""
+
+
+def _isa_available(isa: str) -> bool:
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    need = {"scalar": [], "avx2": ["avx2", "fma", "f16c"], "avx512": ["avx512f", "avx512bw", "avx512vl", "avx2", "fma", "f16c"]}[isa]
+    return all(f" {f}" in flags for f in need)
+
+
+@pytest.fixture(scope="module", params=ISAS)
+def results(request, tmp_path_factory):
+    isa = request.param
+    if not _isa_available(isa):
+        pytest.skip(f"this CPU has no {isa}")
+    d = tmp_path_factory.mktemp(f"parity-{isa}")
+    env = dict(os.environ, LLAMARS_ISA=isa)
+    args = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), json.dumps(REF["prompt"]), json.dumps(REF["decode"]), str(d), *sorted(REF["models"])]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return isa, {r["model"]: r for r in map(json.loads, out.stdout.splitlines())}
+
+
+def _first_difference(got: list, want: list) -> str:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g["sha256"] != w["sha256"]:
+            gt = [(t, float(np.uint32(b).view(np.float32))) for t, b in g["top"]]
+            wt = [(t, float(np.uint32(b).view(np.float32))) for t, b in w["top"]]
+            return f"position {i}: top-3 {gt} vs llama.cpp {wt}"
+    return ""
+
+
+@pytest.mark.parametrize(
+    "key",
+    [pytest.param(k, marks=pytest.mark.xfail(strict=True, reason="not yet in llama.cpp's order")) if k in KNOWN_INEXACT else k for k in sorted(REF["models"])],
+)
+def test_logits_bit_identical_to_llama_cpp(results, key):
+    isa, got = results
+    want = REF["models"][key]
+    r = got[key]
+    if r["file_sha256"] != want["file_sha256"]:
+        pytest.skip(f"{key}: this gguf package writes another file than the reference's (gguf {REF['gguf']})")
+    bad = []
+    for phase in ("prefill", "decode"):
+        diff = _first_difference(r[phase], want[phase])
+        if diff:
+            bad.append(f"{phase} {diff}")
+    assert not bad, f"{key} under {isa}: " + "; ".join(bad)
