@@ -195,7 +195,7 @@ impl Offload {
         // per token: slot, position, ring start, attention order (bit 2); matmul orders
         let tm: Vec<u32> = queries.iter().flat_map(|p| [p.slot as u32, p.pos as u32, p.ring_lo as u32, (p.batch_order as u32) << 2]).collect();
         q.write_buffer(&a.bufs[Slot::Tm], 0, bytemuck::cast_slice(&tm));
-        let fl: Vec<u32> = (0..n).map(|t| order_flags(masks.q4_k.get(t) == Some(&true), masks.q6_k.get(t) == Some(&true))).collect();
+        let fl: Vec<u32> = (0..n).map(|t| order_flags(masks.q4_k.get(t) == Some(&true), masks.tiled.get(t) == Some(&true))).collect();
         q.write_buffer(&a.bufs[Slot::Flags], 0, bytemuck::cast_slice(&fl));
         q.write_buffer(&a.bufs[Slot::Tok], 0, bytemuck::cast_slice(tokens));
         let half = c.n_rot / 2;
@@ -229,7 +229,7 @@ impl Offload {
             let sel32: Vec<u32> = sel[done..done + rows].iter().map(|&r| r as u32).collect();
             if !sel32.is_empty() {
                 q.write_buffer(&a.bufs[Slot::Sel], 0, bytemuck::cast_slice(&sel32));
-                let sf: Vec<u32> = (done..done + rows).map(|r| order_flags(masks.out_q4_k.get(r) == Some(&true), masks.out_q6_k.get(r) == Some(&true))).collect();
+                let sf: Vec<u32> = (done..done + rows).map(|r| order_flags(masks.out_q4_k.get(r) == Some(&true), masks.out_tiled.get(r) == Some(&true))).collect();
                 q.write_buffer(&a.bufs[Slot::SelFlags], 0, bytemuck::cast_slice(&sf));
             }
             let mut enc = g.device.create_command_encoder(&Default::default());

@@ -1,7 +1,7 @@
 //! Which of llama.cpp's kernel orders each token of a batch takes.
 //!
 //! llama.cpp's x86 kernels sum in different orders depending on the shape of the batch they
-//! run on (`quant::batch_tokens`: Q4_K's gemm for whole groups of 4 tokens, Q6_K's tiled kernel
+//! run on (`quant::batch_tokens`: Q4_K's gemm for whole groups of 4 tokens, the tiled K-quant kernel
 //! from 8 tokens; attention's and the F32 / F16 matmuls' tinyBLAS from 2 tokens, `ggml_vec_dot` for one). llamars
 //! reproduces those orders for each sequence as if llama.cpp evaluated it alone: the prompt
 //! in chunks of `ubatch` tokens from position 0, then one token at a time. So a token's
@@ -10,11 +10,12 @@
 //! evaluation is bit-identical to llama.cpp's.
 use crate::quant::{batch_tokens, GgmlType};
 
-/// The orders of one token: Q4_K's gemm, Q6_K's tiled kernel, attention's batch (tinyBLAS).
+/// The orders of one token: Q4_K's gemm, the tiled K-quant kernel (Q6_K, Q5_K, Q3_K, IQ4_XS),
+/// attention's batch (tinyBLAS).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TokenOrder {
     pub q4_k: bool,
-    pub q6_k: bool,
+    pub tiled: bool,
     pub attn: bool,
 }
 
@@ -29,7 +30,7 @@ pub fn token_order(pos: usize, prompt_end: usize, ubatch: usize) -> TokenOrder {
     let k = pos - c0;
     TokenOrder {
         q4_k: k < batch_tokens(GgmlType::Q4_K, size),
-        q6_k: k < batch_tokens(GgmlType::Q6_K, size),
+        tiled: k < batch_tokens(GgmlType::Q6_K, size),
         attn: size >= 2,
     }
 }
@@ -38,10 +39,10 @@ pub fn token_order(pos: usize, prompt_end: usize, ubatch: usize) -> TokenOrder {
 #[derive(Default)]
 pub struct Masks {
     pub q4_k: Vec<bool>,
-    pub q6_k: Vec<bool>,
+    pub tiled: Vec<bool>,
     /// The same for the rows that get logits (a row asked for alone is a one-row matmul).
     pub out_q4_k: Vec<bool>,
-    pub out_q6_k: Vec<bool>,
+    pub out_tiled: Vec<bool>,
     /// F32 / F16 weights: tinyBLAS from 2 tokens (the rule of attention's batch order).
     pub float: Vec<bool>,
     pub out_float: Vec<bool>,
@@ -50,40 +51,40 @@ pub struct Masks {
 impl Masks {
     pub fn clear(&mut self) {
         self.q4_k.clear();
-        self.q6_k.clear();
+        self.tiled.clear();
         self.out_q4_k.clear();
-        self.out_q6_k.clear();
+        self.out_tiled.clear();
         self.float.clear();
         self.out_float.clear();
     }
 
     pub fn push(&mut self, o: TokenOrder) {
         self.q4_k.push(o.q4_k);
-        self.q6_k.push(o.q6_k);
+        self.tiled.push(o.tiled);
         self.float.push(o.attn);
     }
 
     pub fn push_out(&mut self, o: TokenOrder) {
         self.out_q4_k.push(o.q4_k);
-        self.out_q6_k.push(o.q6_k);
+        self.out_tiled.push(o.tiled);
         self.out_float.push(o.attn);
     }
 
     /// The flags for a matmul over the batch's tokens with weights of `ty`.
     pub fn tokens(&self, ty: GgmlType) -> Option<&[bool]> {
-        pick(ty, &self.q4_k, &self.q6_k, &self.float)
+        pick(ty, &self.q4_k, &self.tiled, &self.float)
     }
 
     /// The flags for the output matmul over the logit rows.
     pub fn outputs(&self, ty: GgmlType) -> Option<&[bool]> {
-        pick(ty, &self.out_q4_k, &self.out_q6_k, &self.out_float)
+        pick(ty, &self.out_q4_k, &self.out_tiled, &self.out_float)
     }
 }
 
-fn pick<'a>(ty: GgmlType, q4: &'a [bool], q6: &'a [bool], float: &'a [bool]) -> Option<&'a [bool]> {
+fn pick<'a>(ty: GgmlType, q4: &'a [bool], tiled: &'a [bool], float: &'a [bool]) -> Option<&'a [bool]> {
     match ty {
         GgmlType::Q4_K => Some(q4),
-        GgmlType::Q6_K => Some(q6),
+        GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS => Some(tiled),
         GgmlType::F32 | GgmlType::F16 => Some(float),
         _ => None,
     }
@@ -97,14 +98,14 @@ mod tests {
     fn orders_follow_llama_cpp_chunks() {
         // a 38-token prompt: Q4_K gemm for 36, gemv for the last 2; tiled Q6_K; batch attention
         let o: Vec<_> = (0..40).map(|p| token_order(p, 38, 512)).collect();
-        assert!(o[..36].iter().all(|t| t.q4_k && t.q6_k && t.attn));
-        assert!(o[36..38].iter().all(|t| !t.q4_k && t.q6_k && t.attn));
+        assert!(o[..36].iter().all(|t| t.q4_k && t.tiled && t.attn));
+        assert!(o[36..38].iter().all(|t| !t.q4_k && t.tiled && t.attn));
         assert_eq!(o[38], TokenOrder::default()); // generated: one token at a time
         // short prompts: no tiled Q6_K below 8 tokens, no batch attention for one token
-        assert_eq!(token_order(2, 5, 512), TokenOrder { q4_k: true, q6_k: false, attn: true });
+        assert_eq!(token_order(2, 5, 512), TokenOrder { q4_k: true, tiled: false, attn: true });
         assert_eq!(token_order(0, 1, 512), TokenOrder::default());
         // chunked by ubatch: 10 tokens with ubatch 8 = chunks of 8 and 2
-        assert_eq!(token_order(7, 10, 8), TokenOrder { q4_k: true, q6_k: true, attn: true });
-        assert_eq!(token_order(8, 10, 8), TokenOrder { q4_k: false, q6_k: false, attn: true });
+        assert_eq!(token_order(7, 10, 8), TokenOrder { q4_k: true, tiled: true, attn: true });
+        assert_eq!(token_order(8, 10, 8), TokenOrder { q4_k: false, tiled: false, attn: true });
     }
 }

@@ -152,9 +152,12 @@ wrappers! {
     dot_f32_tiny => f32_f32_tiny, 1, 4, 4;
     dot_f16_tiny => f16_f16_tiny, 1, 2, 2;
     dot_q2_k => q2_k_q8_k, QK_K, Q2_K_BYTES, Q8_K_BYTES;
-    dot_q3_k => q3_k_q8_k, QK_K, Q3_K_BYTES, Q8_K_BYTES;
-    dot_q5_k => q5_k_q8_k, QK_K, Q5_K_BYTES, Q8_K_BYTES;
-    dot_iq4_xs => iq4_xs_q8_k, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
+    dot_q3_k => q3_k_vec, QK_K, Q3_K_BYTES, Q8_K_BYTES;
+    dot_q3_k_tiled => q3_k_tiled, QK_K, Q3_K_BYTES, Q8_K_BYTES;
+    dot_q5_k => q5_k_vec, QK_K, Q5_K_BYTES, Q8_K_BYTES;
+    dot_q5_k_tiled => q5_k_tiled, QK_K, Q5_K_BYTES, Q8_K_BYTES;
+    dot_iq4_xs => iq4_xs_vec, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
+    dot_iq4_xs_tiled => iq4_xs_tiled, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
 }
 
 row_wrappers! {
@@ -248,12 +251,6 @@ pub(super) unsafe fn hsum_f32x8(x: __m256) -> f32 {
     r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     r = _mm_add_ss(r, _mm_movehdup_ps(r));
     _mm_cvtss_f32(r)
-}
-
-#[inline(always)]
-pub(super) unsafe fn hsum_f32x4(x: __m128) -> f32 {
-    let r = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    _mm_cvtss_f32(_mm_add_ss(r, _mm_movehdup_ps(r)))
 }
 
 /// ggml `bytes_from_nibbles_32`: 16 bytes at `p` → 32 bytes, low nibbles (elements 0..16)
@@ -455,7 +452,8 @@ unsafe fn f16_f16_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
     float_ggml::<true, true>(n, w, a)
 }
 
-/// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS), or `None`.
+/// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS; Q3_K, Q5_K, IQ4_XS: the tiled
+/// K-quant kernel), or `None`.
 pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     if !has_avx2() {
         return None;
@@ -463,6 +461,9 @@ pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::F32 => Some(dot_f32_tiny),
         GgmlType::F16 => Some(dot_f16_tiny),
+        GgmlType::Q3_K => Some(dot_q3_k_tiled),
+        GgmlType::Q5_K => Some(dot_q5_k_tiled),
+        GgmlType::IQ4_XS => Some(dot_iq4_xs_tiled),
         _ => None,
     }
 }

@@ -7,7 +7,7 @@
 //! from `w` and from every activation row.
 use super::blocks::*;
 use super::avx2::{
-    bcast_i16, fp16, fp16x2, hsum_f32x4, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, q4_k_gemm_step, k4_mins_dot, k4_scales_mins, load128, load256,
+    bcast_i16, fp16, fp16x2, hsum_f32x8, hsum_i32x4, hsum_i32x8, iq4_values, q4_k_gemm_step, k4_mins_dot, k4_scales_mins, load128, load256,
     q3_k_scales, rd_f32, scale_pair, shr2s,
 };
 use core::arch::x86_64::*;
@@ -47,15 +47,17 @@ pub(super) unsafe fn q2_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
 
 // block_q3_K { u8 hmask[32]; u8 qs[64] @32; u8 scales[12] @96; f16 d @108; }
 // value = low2 - (hmask bit ? 0 : 4): two maddubs (low bits, and the 4 where the bit is clear).
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+// f32: `BATCH = false` in the order of ggml's AVX2 `ggml_vec_dot_q3_K_q8_K`
+// (`scalar_k::dot_q3_k_q8_k`), `BATCH = true` llama.cpp's tiled kernel (`dot_q3_k_q8_k_tiled`).
+#[inline(always)]
+unsafe fn q3_k_q8_k<const BATCH: bool>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let four = _mm256_set1_epi8(4);
     let zero = _mm256_setzero_si256();
     let mut acc = _mm256_setzero_ps();
+    let mut total = 0f32;
     for i in 0..nb {
         let (wb, ab) = (w.add(Q3_K_BYTES * i), a.add(Q8_K_BYTES * i));
-        let d = rd_f32(ab) * fp16(wb.add(108));
         let scales = q3_k_scales(wb.add(96));
         let hbits = load256(wb);
         let mut sumi = _mm256_setzero_si256();
@@ -70,9 +72,24 @@ pub(super) unsafe fn q3_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair(scales, 8 * c + 2 * s), p));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if BATCH {
+            total = tiled_step(total, hsum_i32x8(sumi), fp16(wb.add(108)), rd_f32(ab));
+        } else {
+            let d = rd_f32(ab) * fp16(wb.add(108));
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
     }
-    hsum_f32x8(acc)
+    if BATCH {
+        total
+    } else {
+        hsum_f32x8(acc)
+    }
+}
+
+/// llama.cpp's tiled kernel without mins: per superblock `fma(f32(Σ) · d_w, d_a, total)`.
+#[inline(always)]
+fn tiled_step(total: f32, isum: i32, d_w: f32, d_a: f32) -> f32 {
+    (isum as f32 * d_w).mul_add(d_a, total)
 }
 
 // block_q4_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qs[128] @16; }
@@ -147,19 +164,21 @@ pub(super) unsafe fn q4_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
 }
 
 // block_q5_K { f16 d; f16 dmin; u8 scales[12] @4; u8 qh[32] @16; u8 qs[128] @48; }
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+// f32: `BATCH = false` in the order of ggml's AVX2 `ggml_vec_dot_q5_K_q8_K` (8 lanes, the min
+// terms in one scalar chain; `scalar_k::dot_q5_k_q8_k`), `BATCH = true` llama.cpp's tiled
+// kernel (`dot_q5_k_q8_k_tiled`).
+#[inline(always)]
+unsafe fn q5_k_q8_k<const BATCH: bool>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let m4 = _mm256_set1_epi8(0x0f);
     let sixteen = _mm256_set1_epi8(16);
     let mut acc = _mm256_setzero_ps();
-    let mut acc_m = _mm_setzero_ps();
+    let (mut summs, mut total) = (0f32, 0f32);
     for i in 0..nb {
         let (wb, ab) = (w.add(Q5_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let dy = rd_f32(ab);
         let (dw, mw) = fp16x2(wb, wb.add(2));
-        let (d, dmin) = (dy * dw, -dy * mw);
         let sm = k4_scales_mins(wb.add(4));
-        acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(k4_mins_dot(sm, ab.add(260))), acc_m);
+        let summ = hsum_i32x4(k4_mins_dot(sm, ab.add(260))) as f32;
         let sc = _mm_cvtepu8_epi16(sm);
         let scales = _mm256_set_m128i(sc, sc);
         let hbits = load256(wb.add(16));
@@ -178,9 +197,19 @@ pub(super) unsafe fn q5_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
             let ph = _mm256_madd_epi16(bcast_i16(scales, 2 * j + 1), ph);
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(pl, ph));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if BATCH {
+            let r = (-mw).mul_add(summ, hsum_i32x8(sumi) as f32 * dw);
+            total = r.mul_add(dy, total);
+        } else {
+            summs = (-dy * mw).mul_add(summ, summs);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(dy * dw), _mm256_cvtepi32_ps(sumi), acc);
+        }
     }
-    hsum_f32x8(acc) + hsum_f32x4(acc_m)
+    if BATCH {
+        total
+    } else {
+        hsum_f32x8(acc) + summs
+    }
 }
 
 // block_q6_K { u8 ql[128]; u8 qh[64] @128; i8 scales[16] @192; f16 d @208; }
@@ -257,12 +286,13 @@ pub(super) unsafe fn q6_k_q8_k<const BATCH: bool, const RW: usize, const C: usiz
 }
 
 // block_iq4_xs { f16 d; u16 scales_h @2; u8 scales_l[4] @4; u8 qs[128] @8; }
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+// f32: `BATCH = false` ggml's AVX2 `ggml_vec_dot_iq4_xs_q8_K`, `BATCH = true` the tiled kernel.
+#[inline(always)]
+unsafe fn iq4_xs_q8_k<const BATCH: bool>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let mut acc = _mm256_setzero_ps();
+    let mut total = 0f32;
     for i in 0..nb {
         let (wb, ab) = (w.add(IQ4_XS_BYTES * i), a.add(Q8_K_BYTES * i));
-        let d = rd_f32(ab) * fp16(wb);
         let sh = read_unaligned(wb.add(2) as *const u16) as i32;
         let mut sumi = _mm256_setzero_si256();
         for ib in 0..8 {
@@ -272,9 +302,37 @@ pub(super) unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
             let ls = ((*wb.add(4 + ib / 2) as i32 >> (4 * (ib % 2))) & 0x0f) | (((sh >> (2 * ib)) & 3) << 4);
             sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p16, _mm256_set1_epi16((ls - 32) as i16)));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if BATCH {
+            total = tiled_step(total, hsum_i32x8(sumi), fp16(wb), rd_f32(ab));
+        } else {
+            let d = rd_f32(ab) * fp16(wb);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
     }
-    hsum_f32x8(acc)
+    if BATCH {
+        total
+    } else {
+        hsum_f32x8(acc)
+    }
+}
+
+/// The single-row kernels' two orders as entry points (ggml's `vec_dot` / the tiled kernel).
+macro_rules! k_orders1 {
+    ($($name:ident => $body:ident, $batch:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $name(nb: usize, w: *const u8, a: *const u8) -> f32 {
+            $body::<{ $batch }>(nb, w, a)
+        }
+    )*};
+}
+
+k_orders1! {
+    q3_k_vec => q3_k_q8_k, false;
+    q3_k_tiled => q3_k_q8_k, true;
+    q5_k_vec => q5_k_q8_k, false;
+    q5_k_tiled => q5_k_q8_k, true;
+    iq4_xs_vec => iq4_xs_q8_k, false;
+    iq4_xs_tiled => iq4_xs_q8_k, true;
 }
 
 /// The four orders as entry points (ggml's vec / llama.cpp's batch kernels).

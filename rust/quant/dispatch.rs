@@ -65,18 +65,16 @@ pub fn dot_fn(ty: GgmlType) -> Option<DotFn> {
 }
 
 /// The dot kernel in llama.cpp's batch order for `ty` (see `batch_tokens`), if the type has
-/// one: the ISA's kernel where there is one (F32, F16 under AVX2 and up), else the scalar
-/// reference (`scalar::dot_batch`). Tile kernels carry their own (`TileKernel::batch`).
+/// one: the ISA's kernel where there is one (F32, F16, Q3_K, Q5_K, IQ4_XS under AVX2 and up),
+/// else the scalar reference (`scalar::dot_batch`). Tile kernels carry their own
+/// (`TileKernel::batch`). NEON kernels follow no llama.cpp order, so NEON has no batch order.
 pub fn dot_batch_fn(ty: GgmlType) -> Option<DotFn> {
-    let isa = isa();
-    #[cfg(target_arch = "x86_64")]
-    if matches!(isa, Isa::Avx2 | Isa::Avx512) {
-        if let Some(d) = super::avx2::dot_batch(ty) {
-            return Some(d);
-        }
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => super::avx2::dot_batch(ty).or_else(|| super::scalar::dot_batch(ty)),
+        Isa::Scalar => super::scalar::dot_batch(ty),
+        _ => None,
     }
-    let _ = isa;
-    super::scalar::dot_batch(ty)
 }
 
 /// The dot kernel for `ty` under a given instruction set: the best kernel that ISA has for

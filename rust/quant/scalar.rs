@@ -485,6 +485,9 @@ pub fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q4_K => Some(dot_q4_k_q8_k_gemm),
         GgmlType::Q6_K => Some(dot_q6_k_q8_k_tiled),
+        GgmlType::Q3_K => Some(super::scalar_k::dot_q3_k_q8_k_tiled),
+        GgmlType::Q5_K => Some(super::scalar_k::dot_q5_k_q8_k_tiled),
+        GgmlType::IQ4_XS => Some(super::scalar_k::dot_iq4_xs_q8_k_tiled),
         GgmlType::F32 => Some(dot_f32_tiny),
         GgmlType::F16 => Some(dot_f16_tiny),
         _ => None,

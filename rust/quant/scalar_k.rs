@@ -1,12 +1,13 @@
 //! Scalar references for Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS.
 //!
 //! Layouts: ggml-common.h. Dequantize: ggml-quants.c `dequantize_row_{q2_K,q3_K,q5_K,iq4_nl,iq4_xs}`.
-//! Dots: ggml-cpu/quants.c `ggml_vec_dot_*_generic` — the integer part of every block is
-//! computed exactly; each block contributes `d_w * d_a * isum` (minus the min term), as
-//! the x86 kernels of ggml-cpu do.
+//! Dots: the integer part of every block is computed exactly. Q3_K, Q5_K and IQ4_XS follow the
+//! f32 orders llama.cpp runs on x86: ggml's AVX2 `vec_dot` for fewer than 8 tokens ([`k_lanes`]),
+//! its tiled K-quant kernel for 8 or more (`*_tiled`, see `quant::batch_tokens`); Q2_K and
+//! IQ4_NL (repacked by llama.cpp) take `d_w * d_a * isum` per block.
 use super::blocks::*;
 use super::f16::read_f16;
-use super::scalar::{q8_k_bsum, rd_f32, scale_min_k4};
+use super::scalar::{hsum8, q8_k_bsum, rd_f32, scale_min_k4};
 use super::{DotFn, GgmlType};
 
 /// The IQ4_NL / IQ4_XS codebook (ggml-common.h `kvalues_iq4nl`).
@@ -135,19 +136,56 @@ fn deq_q3_k(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// ggml's AVX2 K-quant accumulation: 8 i32 lanes per superblock, lane k summing the products
+/// of the elements with `(e % 32) / 4 == k` (a `madd` over each 32-byte chunk).
+#[inline]
+pub fn k_lanes(prod: impl Fn(usize) -> i32) -> [i32; 8] {
+    let mut l = [0i32; 8];
+    for e in 0..256 {
+        l[(e % 32) / 4] += prod(e);
+    }
+    l
+}
+
+/// `lane = fma(d, f32(lanes[k]), lane)` for the 8 f32 lanes of ggml's `acc`.
+#[inline]
+pub fn fma_k_lanes(acc: &mut [f32; 8], d: f32, lanes: &[i32; 8]) {
+    for (x, &l) in acc.iter_mut().zip(lanes) {
+        *x = d.mul_add(l as f32, *x);
+    }
+}
+
+/// llama.cpp's tiled kernel without mins: per superblock `fma(f32(Σ) · d_w, d_a, total)`.
+#[inline]
+fn tiled_step(sum: f32, isum: i32, d_w: f32, d_a: f32) -> f32 {
+    (isum as f32 * d_w).mul_add(d_a, sum)
+}
+
+/// Σ scale · value · q8 of one Q3_K superblock, per element.
+#[inline]
+fn q3_k_prod(wb: &[u8], ab: &[u8]) -> impl Fn(usize) -> i32 {
+    let sc = q3_k_scales(wb);
+    let v = q3_k_values(wb);
+    let q8: [i8; 256] = core::array::from_fn(|e| ab[4 + e] as i8);
+    move |e| sc[e / 16] as i32 * v[e] as i32 * q8[e] as i32
+}
+
+/// In the order of ggml's AVX2 `ggml_vec_dot_q3_K_q8_K` ([`k_lanes`], `hsum_float_8`).
 pub fn dot_q3_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (wb, ab) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
+        let d = rd_f32(ab, 0) * read_f16(wb, 108);
+        fma_k_lanes(&mut acc, d, &k_lanes(q3_k_prod(wb, ab)));
+    }
+    hsum8(&acc)
+}
+
+/// Q3_K in the order of llama.cpp's tiled kernel (8 tokens or more).
+pub fn dot_q3_k_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (wb, ab) in w.chunks_exact(Q3_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
-        let d = read_f16(wb, 108) * rd_f32(ab, 0);
-        let sc = q3_k_scales(wb);
-        let v = q3_k_values(wb);
-        let q8 = &ab[4..260];
-        let mut isum = 0i32;
-        for g in 0..16 {
-            let s: i32 = (0..16).map(|l| v[16 * g + l] as i32 * q8[16 * g + l] as i8 as i32).sum();
-            isum += sc[g] as i32 * s;
-        }
-        sum += d * isum as f32;
+        let p = q3_k_prod(wb, ab);
+        sum = tiled_step(sum, (0..256).map(p).sum(), read_f16(wb, 108), rd_f32(ab, 0));
     }
     sum
 }
@@ -188,23 +226,39 @@ fn deq_q5_k(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// Per element scale · value · q8 of one Q5_K superblock, and its integer min term
+/// Σ_s min_s · (bsum_2s + bsum_2s+1).
+#[inline]
+fn q5_k_prod(wb: &[u8], ab: &[u8]) -> (impl Fn(usize) -> i32, i32) {
+    let (sc, m) = scale_min_k4(&wb[4..16]);
+    let v = q5_k_values(wb);
+    let q8: [i8; 256] = core::array::from_fn(|e| ab[4 + e] as i8);
+    let summ = (0..8).map(|s| m[s] as i32 * (q8_k_bsum(ab, 2 * s) + q8_k_bsum(ab, 2 * s + 1))).sum();
+    (move |e: usize| sc[e / 32] as i32 * v[e] as i32 * q8[e] as i32, summ)
+}
+
+/// In the order of ggml's AVX2 `ggml_vec_dot_q5_K_q8_K`: [`k_lanes`] with `d_a·d_w`, the min
+/// terms `-d_a·dmin_w · f32(Σ)` in one f32 chain (`summs`), `hsum_float_8(acc) + summs`.
 pub fn dot_q5_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
+    let (mut acc, mut summs) = ([0f32; 8], 0f32);
     for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
         let dy = rd_f32(ab, 0);
-        let d = read_f16(wb, 0) * dy;
-        let dmin = read_f16(wb, 2) * dy;
-        let (sc, m) = scale_min_k4(&wb[4..16]);
-        let v = q5_k_values(wb);
-        let q8 = &ab[4..260];
-        let mut sumi = 0i32;
-        let mut summ = 0i32;
-        for s in 0..8 {
-            let p: i32 = (0..32).map(|l| v[32 * s + l] as i32 * q8[32 * s + l] as i8 as i32).sum();
-            sumi += sc[s] as i32 * p;
-            summ += m[s] as i32 * (q8_k_bsum(ab, 2 * s) + q8_k_bsum(ab, 2 * s + 1));
-        }
-        sum += d * sumi as f32 - dmin * summ as f32;
+        let (p, summ) = q5_k_prod(wb, ab);
+        summs = (-dy * read_f16(wb, 2)).mul_add(summ as f32, summs);
+        fma_k_lanes(&mut acc, dy * read_f16(wb, 0), &k_lanes(p));
+    }
+    hsum8(&acc) + summs
+}
+
+/// Q5_K in the order of llama.cpp's tiled kernel (8 tokens or more): per superblock
+/// `r = fma(-dmin_w, f32(Σ mins), f32(Σ) · d_w)`, `total = fma(r, d_a, total)`.
+pub fn dot_q5_k_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut sum = 0f32;
+    for (wb, ab) in w.chunks_exact(Q5_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
+        let (p, summ) = q5_k_prod(wb, ab);
+        let sumi: i32 = (0..256).map(p).sum();
+        let r = (-read_f16(wb, 2)).mul_add(summ as f32, sumi as f32 * read_f16(wb, 0));
+        sum = r.mul_add(rd_f32(ab, 0), sum);
     }
     sum
 }
@@ -266,24 +320,34 @@ fn deq_iq4_xs(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// Per element scale · value · q8 of one IQ4_XS superblock.
+#[inline]
+fn iq4_xs_prod(wb: &[u8], ab: &[u8]) -> impl Fn(usize) -> i32 {
+    let sc = iq4_xs_scales(wb);
+    let v: [i8; 256] = core::array::from_fn(|e| {
+        let q = wb[8 + 16 * (e / 32) + e % 16];
+        KVALUES_IQ4NL[(if e % 32 < 16 { q & 0x0f } else { q >> 4 }) as usize]
+    });
+    let q8: [i8; 256] = core::array::from_fn(|e| ab[4 + e] as i8);
+    move |e| sc[e / 32] * v[e] as i32 * q8[e] as i32
+}
+
+/// In the order of ggml's AVX2 `ggml_vec_dot_iq4_xs_q8_K` ([`k_lanes`], `hsum_float_8`).
 pub fn dot_iq4_xs_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = [0f32; 8];
+    for (wb, ab) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
+        let d = rd_f32(ab, 0) * read_f16(wb, 0);
+        fma_k_lanes(&mut acc, d, &k_lanes(iq4_xs_prod(wb, ab)));
+    }
+    hsum8(&acc)
+}
+
+/// IQ4_XS in the order of llama.cpp's tiled kernel (8 tokens or more).
+pub fn dot_iq4_xs_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let mut sum = 0f32;
     for (wb, ab) in w.chunks_exact(IQ4_XS_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
-        let d = read_f16(wb, 0) * rd_f32(ab, 0);
-        let sc = iq4_xs_scales(wb);
-        let q8 = &ab[4..260];
-        let mut isum = 0i32;
-        for ib in 0..8 {
-            let qs = &wb[8 + 16 * ib..8 + 16 * ib + 16];
-            let y = &q8[32 * ib..32 * ib + 32];
-            let mut s = 0i32;
-            for j in 0..16 {
-                s += KVALUES_IQ4NL[(qs[j] & 0x0f) as usize] as i32 * y[j] as i8 as i32;
-                s += KVALUES_IQ4NL[(qs[j] >> 4) as usize] as i32 * y[j + 16] as i8 as i32;
-            }
-            isum += sc[ib] * s;
-        }
-        sum += d * isum as f32;
+        let p = iq4_xs_prod(wb, ab);
+        sum = tiled_step(sum, (0..256).map(p).sum(), read_f16(wb, 0), rd_f32(ab, 0));
     }
     sum
 }

@@ -226,7 +226,7 @@ fn check_isas(ty: GgmlType, fill: Fill, extreme_act: bool, seed: u64) {
 fn ggml_order_kernels_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(77);
-    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K] {
+    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
         let reference = scalar::dot(ty).unwrap_or_else(|| panic!("no scalar dot for {}", ty.name()));
         for n in lengths(ty) {
             for extreme in [false, true] {
@@ -240,6 +240,26 @@ fn ggml_order_kernels_equal_scalar_bit_for_bit() {
                     let got = f(n, &w, &a);
                     assert_eq!(got.to_bits(), want.to_bits(), "{} {name} n={n}: {got} vs scalar {want}", ty.name());
                 }
+            }
+        }
+    }
+}
+
+/// The batch-order `DotFn`s (`dispatch::dot_batch_fn`: the tiled K-quant kernel's order, the
+/// float types' tinyBLAS order) equal the scalar batch-order references bit for bit.
+#[test]
+fn batch_order_dots_equal_scalar_bit_for_bit() {
+    use GgmlType::*;
+    let mut rng = Rng(78);
+    for ty in [F32, F16, Q3_K, Q5_K, IQ4_XS] {
+        let reference = scalar::dot_batch(ty).unwrap_or_else(|| panic!("no scalar batch dot for {}", ty.name()));
+        let Some(f) = super::dot_batch_fn(ty) else { continue };
+        for n in lengths(ty) {
+            for extreme in [false, true] {
+                let w = weight_row(ty, n, &mut rng, if extreme { Fill::Const(0xFF) } else { Fill::Random });
+                let (_, a) = act_row(ty, n, &mut rng, extreme);
+                let (got, want) = (f(n, &w, &a), reference(n, &w, &a));
+                assert_eq!(got.to_bits(), want.to_bits(), "{} n={n}: {got} vs scalar {want}", ty.name());
             }
         }
     }
