@@ -14,9 +14,11 @@
 //!
 //! A tile kernel's element is bit-identical to the type's `DotFn`, so a token's output does
 //! not depend on the split or the batch composition. The one exception is llama.cpp's own:
-//! for Q4_K and Q6_K it computes the first `quant::batch_tokens(ty, n)` tokens of a matmul in
-//! a batch order (`TileKernel::batch`, `scalar::dot_batch`), and so does this module, so that
-//! results match llama.cpp's bit for bit. Other types loop over the `DotFn` (or `DotRowsFn`)
+//! for Q4_K, the tiled K-quants, F32 and F16 it computes the first `quant::batch_tokens(ty, n)`
+//! tokens of a matmul in a batch order (`TileKernel::batch`, `quant::dot_batch_fn`), and so
+//! does this module, so that results match llama.cpp's bit for bit; Q4_0 / IQ4_NL matmul
+//! weights take the order of its repacked kernels throughout under `LLAMARS_EXACT=1`
+//! (`Weight::new`, `quant::row_chain`). Other types loop over the `DotFn` (or `DotRowsFn`)
 //! per output row.
 use super::pool::ThreadPool;
 use crate::quant::{self, activation, DotFn, DotRowsFn, GgmlType, TileKernel};
@@ -37,7 +39,7 @@ pub struct Weight {
     pub dot_rows: Option<DotRowsFn>,
     /// Several rows × several tokens per call, when the type has a tile kernel.
     pub tile: Option<TileKernel>,
-    /// The dot in llama.cpp's batch order (Q4_K, Q6_K; see `quant::batch_tokens`).
+    /// The dot in llama.cpp's batch order (see `quant::batch_tokens`).
     pub dot_batch: Option<DotFn>,
 }
 
@@ -46,14 +48,34 @@ unsafe impl Send for Weight {}
 unsafe impl Sync for Weight {}
 
 impl Weight {
+    /// A matrix multiplied as llama.cpp multiplies its matmul weights (in the orders of its
+    /// repacked kernels where it repacks them and `quant::row_chain` says so).
     /// # Safety
     /// `data` must stay valid (and unmodified) for as long as the `Weight` is used.
     pub unsafe fn new(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
+        let w = Weight::plain(ty, n_in, n_out, data, dot);
+        match quant::chain_kernels(ty) {
+            Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out) => Weight { dot, dot_rows, tile, dot_batch: None, ..w },
+            _ => w,
+        }
+    }
+
+    /// A matrix llama.cpp keeps in its plain buffer (the token embedding table, also when it is
+    /// the output matrix): the type's own kernels, never the repacked orders.
+    /// # Safety
+    /// As [`Weight::new`].
+    pub unsafe fn plain(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
         let dot_rows = quant::dot_rows_fn(ty);
         // the twin (bit-identical per element) of `quant::dot_fn(ty)`, which callers pass as `dot`
         let tile = quant::tile_kernel(ty);
         let dot_batch = quant::dot_batch_fn(ty);
         Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch }
+    }
+
+    /// This matrix as llama.cpp's plain buffer holds it (see [`Weight::plain`]).
+    pub fn as_plain(&self) -> Weight {
+        // SAFETY: the same bytes as `self`, which its owner keeps alive.
+        unsafe { Weight::plain(self.ty, self.n_in, self.n_out, self.bytes(), quant::dot_fn(self.ty).unwrap_or(self.dot)) }
     }
 
     #[inline]
@@ -400,8 +422,10 @@ mod tests {
     #[test]
     fn matmul_matches_naive_loop() {
         let mut seed = 11u64;
-        for ty in [GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q5_1, GgmlType::Q3_K] {
-            let (n_in, n_out) = if ty.block_size() == 256 { (512, 40) } else { (96, 37) };
+        // (Q4_0 with 40 rows: llama.cpp's repacked rows-of-8 order, `quant::row_chain`)
+        let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40)];
+        for (ty, n_out) in cases {
+            let n_in = if ty.block_size() == 256 { 512 } else { 96 };
             let data = random_matrix(ty, n_in, n_out, &mut seed);
             let Some(dot) = quant::dot_fn(ty) else { continue };
             // SAFETY: `data` outlives `w`.
@@ -416,7 +440,8 @@ mod tests {
                 let nb = quant::batch_tokens(ty, n_tokens);
                 for t in 0..n_tokens {
                     activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
-                    let f = if t < nb { scalar::dot_batch(ty).unwrap_or(dot) } else { dot };
+                    // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
+                    let f = if t < nb && w.dot_batch.is_some() { scalar::dot_batch(ty).unwrap_or(w.dot) } else { w.dot };
                     for r in 0..n_out {
                         want[t * n_out + r] = f(n_in, w.row(r), &q);
                         // the scalar reference agrees up to f32 accumulation order

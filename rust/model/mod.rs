@@ -78,7 +78,8 @@ impl Model {
         let output_norm = ld.vector("output_norm.weight", e)?;
         let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
             Some(w) => w,
-            None => tok_embd,
+            // llama.cpp keeps the embedding table out of its repacked buffer
+            None => tok_embd.as_plain(),
         };
         let rope_freqs = ld.opt_vector("rope_freqs.weight", c.n_rot / 2)?;
         let mut layers = Vec::with_capacity(c.n_layer);

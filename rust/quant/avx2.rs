@@ -70,6 +70,19 @@ pub(super) fn dot_rows(ty: GgmlType) -> Option<DotRowsFn> {
     })
 }
 
+/// The AVX2 kernels (single- and multi-row) in the order of llama.cpp's repacked rows-of-8
+/// kernels for `ty` (`quant::row_chain`), or `None`.
+pub(super) fn chain(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
+    if !has_avx2() {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_0 => Some((dot_q4_0x8, rows_q4_0x8)),
+        GgmlType::IQ4_NL => Some((dot_iq4_nlx8, rows_iq4_nlx8)),
+        _ => None,
+    }
+}
+
 /// Whole blocks present in `n` elements and in both byte slices (like the scalar kernels,
 /// which stop at the shortest of the three).
 #[inline(always)]
@@ -161,6 +174,8 @@ wrappers! {
 }
 
 row_wrappers! {
+    dot_q4_0x8, rows_q4_0x8 => q4_0x8_q8_0, 32, 18, 34;
+    dot_iq4_nlx8, rows_iq4_nlx8 => iq4_nlx8_q8_0, 32, 18, 34;
     dot_q4_0, rows_q4_0 => q4_0_q8_0, 32, 18, 34;
     dot_q4_1, rows_q4_1 => q4_1_q8_1, 32, 20, 36;
     dot_q5_0, rows_q5_0 => q5_0_q8_0, 32, 22, 34;

@@ -11,7 +11,7 @@
 //! Callers (the `#[target_feature]` entry points) guarantee the CPU features and that `nb`
 //! blocks are readable from `w` and from every `a[r]`.
 use super::blocks::*;
-use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, iq4_values, load256, mul_us8, nibbles32};
+use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, hsum_i32x8, iq4_values, load256, mul_us8, nibbles32};
 use core::arch::x86_64::*;
 
 /// A 32-element weight block type and its activation format (Q8_0, or Q8_1 when `MIN`).
@@ -23,6 +23,10 @@ pub(super) trait Block32 {
     /// Two accumulator chains (even / odd blocks, summed before the final `hsum`), as ggml's
     /// AVX2 IQ4_NL kernel does; every other type keeps ggml's single chain.
     const PAIRED: bool = false;
+    /// One f32 chain per (row, token), a block's exact integer sum at a time:
+    /// `fma(f32(Σ), d_w·d_a, acc)` (llama.cpp's repacked `q4_0_8x8` / `iq4_nl_8x8` gemv and
+    /// gemm, `scalar::dot_q4_0_q8_0_chain`; [`chain32`]); not with `MIN`.
+    const CHAIN: bool = false;
     /// Block `i`: the 32 values (i8, or u8 when `MIN`), d and m (0 when not `MIN`).
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32);
 }
@@ -74,6 +78,9 @@ pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, con
     w: [*const u8; RW],
     a: [*const u8; C],
 ) -> [[f32; C]; RW] {
+    if B::CHAIN {
+        return chain32::<B, RW, C>(nb, w, a);
+    }
     let mut acc0 = [[_mm256_setzero_ps(); C]; RW];
     let mut acc1 = [[_mm256_setzero_ps(); C]; RW];
     let mut summs = [[0f32; C]; RW];
@@ -100,6 +107,73 @@ pub(super) unsafe fn blocks32<B: Block32, const VNNI: bool, const RW: usize, con
                 out[r][t] += summs[r][t];
             }
         }
+    }
+    out
+}
+
+/// The 8 i32 lanes of each of `p[0..8]` summed: lane j = Σ p[j] (exact; an `hadd` tree).
+#[inline(always)]
+unsafe fn sums8(p: &[__m256i; 8]) -> __m256i {
+    let s01 = _mm256_hadd_epi32(p[0], p[1]);
+    let s23 = _mm256_hadd_epi32(p[2], p[3]);
+    let s45 = _mm256_hadd_epi32(p[4], p[5]);
+    let s67 = _mm256_hadd_epi32(p[6], p[7]);
+    let lo = _mm256_hadd_epi32(s01, s23);
+    let hi = _mm256_hadd_epi32(s45, s67);
+    _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(lo, hi), _mm256_permute2x128_si256::<0x31>(lo, hi))
+}
+
+/// The f16 at `p`, `p + stride`, … (8 of them) as 8 f32 lanes (one F16C conversion).
+#[inline(always)]
+unsafe fn fp16x8(p: *const u8, stride: usize) -> __m256 {
+    let mut h = [0u16; 8];
+    for (j, x) in h.iter_mut().enumerate() {
+        *x = core::ptr::read_unaligned(p.add(j * stride) as *const u16);
+    }
+    _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
+}
+
+/// [`blocks32`] for `CHAIN` types (signed values, Q8_0 activations, 18-byte weight blocks): 8
+/// blocks at a time, their integer sums reduced together ([`sums8`]) and their scales
+/// `d_w·d_a` multiplied as one vector, then the chain's FMAs block after block; the last
+/// `nb % 8` blocks one at a time.
+#[inline(always)]
+unsafe fn chain32<B: Block32, const RW: usize, const C: usize>(nb: usize, w: [*const u8; RW], a: [*const u8; C]) -> [[f32; C]; RW] {
+    let mut out = [[0f32; C]; RW];
+    let mut i = 0;
+    while i + 8 <= nb {
+        for r in 0..RW {
+            let dwv = fp16x8(w[r].add(18 * i), 18);
+            for t in 0..C {
+                let ab = a[t].add(34 * i);
+                // (a loop, not `array::from_fn`: a closure would lose the target features)
+                let mut p = [_mm256_setzero_si256(); 8];
+                for (j, pj) in p.iter_mut().enumerate() {
+                    let (qx, _, _) = B::weights(w[r], i + j);
+                    *pj = mul_us8(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(load256(ab.add(34 * j + 2)), qx));
+                }
+                let sf = _mm256_cvtepi32_ps(sums8(&p));
+                let sc = _mm256_mul_ps(dwv, fp16x8(ab, 34));
+                let (sf, sc) = (core::mem::transmute::<__m256, [f32; 8]>(sf), core::mem::transmute::<__m256, [f32; 8]>(sc));
+                let mut acc = out[r][t];
+                for j in 0..8 {
+                    acc = sf[j].mul_add(sc[j], acc);
+                }
+                out[r][t] = acc;
+            }
+        }
+        i += 8;
+    }
+    while i < nb {
+        for r in 0..RW {
+            let (qx, dw, _) = B::weights(w[r], i);
+            for t in 0..C {
+                let ab = a[t].add(34 * i);
+                let p = mul_us8(_mm256_sign_epi8(qx, qx), _mm256_sign_epi8(load256(ab.add(2)), qx));
+                out[r][t] = (hsum_i32x8(p) as f32).mul_add(dw * fp16(ab), out[r][t]);
+            }
+        }
+        i += 1;
     }
     out
 }
@@ -188,6 +262,32 @@ impl Block32 for BIQ4_NL {
     }
 }
 
+/// Q4_0 as llama.cpp's repacked `q4_0_8x8` kernels sum it (`Block32::CHAIN`).
+#[allow(non_camel_case_types)]
+pub(super) struct BQ4_0x8;
+
+impl Block32 for BQ4_0x8 {
+    const MIN: bool = false;
+    const CHAIN: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        BQ4_0::weights(w, i)
+    }
+}
+
+/// IQ4_NL as llama.cpp's repacked `iq4_nl_8x8` kernels sum it (`Block32::CHAIN`).
+#[allow(non_camel_case_types)]
+pub(super) struct BIQ4_NLx8;
+
+impl Block32 for BIQ4_NLx8 {
+    const MIN: bool = false;
+    const CHAIN: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        BIQ4_NL::weights(w, i)
+    }
+}
+
 macro_rules! entry_points {
     ($($kernel:ident => $blk:ident;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -204,4 +304,6 @@ entry_points! {
     q5_0_q8_0 => BQ5_0;
     q5_1_q8_1 => BQ5_1;
     iq4_nl_q8_0 => BIQ4_NL;
+    q4_0x8_q8_0 => BQ4_0x8;
+    iq4_nlx8_q8_0 => BIQ4_NLx8;
 }

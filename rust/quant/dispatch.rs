@@ -77,6 +77,19 @@ pub fn dot_batch_fn(ty: GgmlType) -> Option<DotFn> {
     }
 }
 
+/// The kernels in the order of llama.cpp's repacked rows-of-8 kernels for `ty` (Q4_0, IQ4_NL;
+/// see `quant::row_chain`): the single-row dot, the multi-row and tile kernels where the ISA
+/// has them (AVX-512 machines run the AVX2 builds). `None` where the type has no such order,
+/// or under NEON (whose kernels follow no llama.cpp order).
+pub fn chain_kernels(ty: GgmlType) -> Option<(DotFn, Option<DotRowsFn>, Option<super::TileKernel>)> {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => super::avx2::chain(ty).map(|(d, r)| (d, Some(r), super::avx2_tile::kernel_chain(ty))),
+        Isa::Scalar => super::scalar::dot_chain(ty).map(|d| (d, None, None)),
+        _ => None,
+    }
+}
+
 /// The dot kernel for `ty` under a given instruction set: the best kernel that ISA has for
 /// the type, else a narrower ISA's (AVX-512 → AVX2), else the scalar reference. An ISA the
 /// CPU lacks never yields its kernels (each ISA module checks the CPU before handing one

@@ -31,9 +31,10 @@
 //! depend on batching. `activation_avx512.rs` quantizes activations (Q8_0 / Q8_1 / Q8_K) to
 //! the same bytes as the scalar `activation.rs`.
 //!
-//! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K,
-//! Q5_K, Q6_K and IQ4_XS the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
-//! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, and [`batch_tokens`] for its batch orders),
+//! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K,
+//! Q4_K, Q5_K, Q6_K and IQ4_XS the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
+//! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, [`batch_tokens`] for its batch orders and
+//! [`row_chain`] for its repacked Q4_0 / IQ4_NL),
 //! and every x86 kernel equals the scalar reference bit for bit; the other types (and NEON)
 //! differ from it only in the order of f32 accumulation (tests: `tests.rs`, tolerance `REL_ISA`).
 //! Activations must come from `activation::quantize` (Q8 values in [-127, 127]; the sign
@@ -69,7 +70,7 @@ mod tests_tile;
 pub mod tile;
 pub mod types;
 
-pub use dispatch::{dot_batch_fn, dot_fn, dot_rows_fn, isa, Isa};
+pub use dispatch::{chain_kernels, dot_batch_fn, dot_fn, dot_rows_fn, isa, Isa};
 
 /// How many leading tokens of an `n_tokens`-token matmul llama.cpp (x86, AVX2 and up) computes
 /// in another order than its one-token kernel, for weights of `ty`: Q4_K's repacked gemm takes
@@ -86,6 +87,25 @@ pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
         _ => 0,
     }
 }
+/// Whether a matmul weight of `ty` with `n_out` rows follows the order of llama.cpp's repacked
+/// rows-of-8 kernels: llama.cpp (x86, AVX2 and up) holds such weights as `q4_0_8x8` /
+/// `iq4_nl_8x8` in its CPU_REPACK buffer, whose gemv and gemm keep one f32 chain per output
+/// (`scalar::dot_q4_0_q8_0_chain`) for every batch size; the token embedding table stays in
+/// its plain buffer even where it is also the output matrix.
+///
+/// Opt-in (`LLAMARS_EXACT=1`, read once): llamars' kernels in that order are slower than its
+/// own (`vec_dot`) order today (a 1.2B Q4_0 model: tg 16 vs 28 tok/s, pp 25 vs 50 on 2 threads),
+/// so by default these two types keep ggml's `vec_dot` order.
+pub fn row_chain(ty: GgmlType, n_out: usize) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4_NL) && n_out % 8 == 0 && exact_everywhere()
+}
+
+/// `LLAMARS_EXACT=1`: follow llama.cpp's orders also where that costs speed ([`row_chain`]).
+pub fn exact_everywhere() -> bool {
+    static EXACT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EXACT.get_or_init(|| matches!(std::env::var("LLAMARS_EXACT").ok().as_deref().map(str::trim), Some("1" | "true" | "on" | "yes")))
+}
+
 pub use tile::{tile_kernel, tile_kernel_for, PrepFn, TileFn, TileKernel};
 pub use types::GgmlType;
 

@@ -199,6 +199,16 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
+/// The scalar kernel in the order of llama.cpp's repacked rows-of-8 kernels for `ty`
+/// (`quant::row_chain`), if it has one.
+pub fn dot_chain(ty: GgmlType) -> Option<DotFn> {
+    match ty {
+        GgmlType::Q4_0 => Some(dot_q4_0_q8_0_chain),
+        GgmlType::IQ4_NL => Some(super::scalar_k::dot_iq4_nl_q8_0_chain),
+        _ => None,
+    }
+}
+
 /// `_mm512_reduce_add_ps` (GCC's tree): halves, then quarters, then pairs.
 #[inline]
 pub fn reduce16(x: &[f32; 16]) -> f32 {
@@ -334,6 +344,18 @@ pub fn dot_q4_0_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
         fma_lanes(&mut acc, d, |j| (v[j] - 8) * ab[2 + j] as i8 as i32);
     }
     hsum8(&acc)
+}
+
+/// Q4_0 in the order of llama.cpp's repacked `q4_0_8x8` gemv / gemm (x86, rows in groups of
+/// 8; `quant::row_chain`): one f32 chain, `fma(f32(Σ block), d_w·d_a, acc)` block after block.
+pub fn dot_q4_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
+        let v = nibbles(&wb[2..18]);
+        let s: i32 = (0..32).map(|j| (v[j] - 8) * ab[2 + j] as i8 as i32).sum();
+        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
+    }
+    acc
 }
 
 /// `hsum8(lanes) + Σ m·s`, the `m·s` terms summed in f32 block after block (ggml's `summs`).

@@ -7,7 +7,7 @@
 //! IQ4_NL (repacked by llama.cpp) take `d_w * d_a * isum` per block.
 use super::blocks::*;
 use super::f16::read_f16;
-use super::scalar::{hsum8, q8_k_bsum, rd_f32, scale_min_k4};
+use super::scalar::{fma_lanes, hsum8, q8_k_bsum, rd_f32, scale_min_k4};
 use super::{DotFn, GgmlType};
 
 /// The IQ4_NL / IQ4_XS codebook (ggml-common.h `kvalues_iq4nl`).
@@ -275,19 +275,36 @@ fn deq_iq4_nl(b: &[u8], y: &mut [f32]) {
     }
 }
 
+/// The 32 signed values of an IQ4_NL block times its activations, per element.
+#[inline]
+fn iq4_nl_prod(wb: &[u8], ab: &[u8]) -> impl Fn(usize) -> i32 {
+    let v: [i8; 32] = core::array::from_fn(|e| {
+        let q = wb[2 + e % 16];
+        KVALUES_IQ4NL[(if e < 16 { q & 0x0f } else { q >> 4 }) as usize]
+    });
+    let q8: [i8; 32] = core::array::from_fn(|e| ab[2 + e] as i8);
+    move |e| v[e] as i32 * q8[e] as i32
+}
+
+/// In the order of ggml's AVX2 `ggml_vec_dot_iq4_nl_q8_0`: [`fma_lanes`] in two chains (even
+/// and odd blocks), added before `hsum_float_8`.
 pub fn dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
-        let d = read_f16(wb, 0) * read_f16(ab, 0);
-        let mut s = 0i32;
-        for j in 0..16 {
-            let q = wb[2 + j];
-            s += KVALUES_IQ4NL[(q & 0x0f) as usize] as i32 * ab[2 + j] as i8 as i32;
-            s += KVALUES_IQ4NL[(q >> 4) as usize] as i32 * ab[18 + j] as i8 as i32;
-        }
-        sum += d * s as f32;
+    let mut acc = [[0f32; 8]; 2];
+    for (i, (wb, ab)) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32).enumerate() {
+        fma_lanes(&mut acc[i % 2], read_f16(wb, 0) * read_f16(ab, 0), iq4_nl_prod(wb, ab));
     }
-    sum
+    hsum8(&core::array::from_fn(|k| acc[0][k] + acc[1][k]))
+}
+
+/// IQ4_NL in the order of llama.cpp's repacked `iq4_nl_8x8` kernels (`quant::row_chain`): one
+/// f32 chain, `fma(f32(Σ block), d_w·d_a, acc)`.
+pub fn dot_iq4_nl_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
+        let s: i32 = (0..32).map(iq4_nl_prod(wb, ab)).sum();
+        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
+    }
+    acc
 }
 
 // ---------------------------------------------------------------- IQ4_XS

@@ -6,7 +6,7 @@ use super::activation::quantize;
 use super::dispatch::{available, dot_fn_for, dot_rows_fn_for, Isa};
 use super::f16::{f32_to_bf16, f32_to_f16};
 use super::scalar::{self, dot_via_dequant};
-use super::{dequantize, vec_dot_type, GgmlType};
+use super::{dequantize, vec_dot_type, DotFn, DotRowsFn, GgmlType};
 
 /// SIMD vs scalar: the integer block sums are identical; only the f32 accumulation order of
 /// (scale × block sum) terms differs, so the error is a few ulps of the magnitude.
@@ -226,7 +226,7 @@ fn check_isas(ty: GgmlType, fill: Fill, extreme_act: bool, seed: u64) {
 fn ggml_order_kernels_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(77);
-    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
+    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
         let reference = scalar::dot(ty).unwrap_or_else(|| panic!("no scalar dot for {}", ty.name()));
         for n in lengths(ty) {
             for extreme in [false, true] {
@@ -245,6 +245,24 @@ fn ggml_order_kernels_equal_scalar_bit_for_bit() {
     }
 }
 
+/// `f` (and `rows`, one activation row at a time) equal `reference` bit for bit on random and
+/// all-ones rows of every test length.
+fn equal_bit_for_bit(ty: GgmlType, reference: DotFn, f: DotFn, rows: Option<DotRowsFn>, rng: &mut Rng) {
+    for n in lengths(ty) {
+        for extreme in [false, true] {
+            let w = weight_row(ty, n, rng, if extreme { Fill::Const(0xFF) } else { Fill::Random });
+            let (_, a) = act_row(ty, n, rng, extreme);
+            let (got, want) = (f(n, &w, &a), reference(n, &w, &a));
+            assert_eq!(got.to_bits(), want.to_bits(), "{} n={n}: {got} vs scalar {want}", ty.name());
+            if let Some(rows) = rows {
+                let mut out = [0f32; 1];
+                rows(n, &w, &a, a.len(), &mut out);
+                assert_eq!(out[0].to_bits(), want.to_bits(), "{} rows n={n}", ty.name());
+            }
+        }
+    }
+}
+
 /// The batch-order `DotFn`s (`dispatch::dot_batch_fn`: the tiled K-quant kernel's order, the
 /// float types' tinyBLAS order) equal the scalar batch-order references bit for bit.
 #[test]
@@ -253,14 +271,22 @@ fn batch_order_dots_equal_scalar_bit_for_bit() {
     let mut rng = Rng(78);
     for ty in [F32, F16, Q3_K, Q5_K, IQ4_XS] {
         let reference = scalar::dot_batch(ty).unwrap_or_else(|| panic!("no scalar batch dot for {}", ty.name()));
-        let Some(f) = super::dot_batch_fn(ty) else { continue };
-        for n in lengths(ty) {
-            for extreme in [false, true] {
-                let w = weight_row(ty, n, &mut rng, if extreme { Fill::Const(0xFF) } else { Fill::Random });
-                let (_, a) = act_row(ty, n, &mut rng, extreme);
-                let (got, want) = (f(n, &w, &a), reference(n, &w, &a));
-                assert_eq!(got.to_bits(), want.to_bits(), "{} n={n}: {got} vs scalar {want}", ty.name());
-            }
+        if let Some(f) = super::dot_batch_fn(ty) {
+            equal_bit_for_bit(ty, reference, f, None, &mut rng);
+        }
+    }
+}
+
+/// The repacked rows-of-8 orders (`quant::row_chain`: Q4_0, IQ4_NL): this machine's kernels
+/// (single- and multi-row) equal the scalar chain reference bit for bit.
+#[test]
+fn row_chain_dots_equal_scalar_bit_for_bit() {
+    use GgmlType::*;
+    let mut rng = Rng(79);
+    for ty in [Q4_0, IQ4_NL] {
+        let reference = scalar::dot_chain(ty).unwrap_or_else(|| panic!("no scalar chain dot for {}", ty.name()));
+        if let Some((f, rows, _)) = super::chain_kernels(ty) {
+            equal_bit_for_bit(ty, reference, f, rows, &mut rng);
         }
     }
 }

@@ -127,6 +127,24 @@ fn batch_tiles_equal_scalar_batch_dots_bit_for_bit() {
     }
 }
 
+/// The repacked rows-of-8 order's tiles (Q4_0, IQ4_NL; `quant::chain_kernels`) against the
+/// scalar chain dot.
+#[test]
+fn row_chain_tiles_equal_scalar_chain_dots_bit_for_bit() {
+    let mut rng = Rng(94);
+    for ty in [GgmlType::Q4_0, GgmlType::IQ4_NL] {
+        let reference = super::scalar::dot_chain(ty).expect("chain reference");
+        let Some((_, _, Some(k))) = super::chain_kernels(ty) else { continue };
+        for n in [32usize, 256, 2048] {
+            for (rows, cols) in [(1, 1), (5, 1), (3, 7), (8, 8), (17, 9)] {
+                let (w, w_stride) = weights(ty, n, rows, 40, &mut rng, Fill::Random);
+                let (q, qs, a, as_) = tokens(ty, &k, n, cols, 0, &mut rng, false);
+                check("chain", ty, k.run, reference, n, &w, w_stride, rows, &q, qs, &a, as_, cols);
+            }
+        }
+    }
+}
+
 #[test]
 fn tiles_equal_single_row_dots_on_extreme_blocks() {
     // -128 weight bytes (Q8_0), all-ones high bits, saturation traps against ±127 activations.
