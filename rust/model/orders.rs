@@ -10,7 +10,7 @@
 //! evaluation is bit-identical to llama.cpp's.
 use crate::quant::{batch_tokens, GgmlType};
 
-/// The orders of one token: Q4_K's gemm, the tiled K-quant kernel (Q6_K, Q5_K, Q3_K, IQ4_XS),
+/// The orders of one token: Q4_K's (and Q2_K's) repacked gemm, the tiled K-quant kernel (Q6_K, Q5_K, Q3_K, IQ4_XS),
 /// attention's batch (tinyBLAS).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TokenOrder {
@@ -83,7 +83,7 @@ impl Masks {
 
 fn pick<'a>(ty: GgmlType, q4: &'a [bool], tiled: &'a [bool], float: &'a [bool]) -> Option<&'a [bool]> {
     match ty {
-        GgmlType::Q4_K => Some(q4),
+        GgmlType::Q4_K | GgmlType::Q2_K => Some(q4),
         GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS => Some(tiled),
         GgmlType::F32 | GgmlType::F16 => Some(float),
         _ => None,

@@ -164,7 +164,8 @@ wrappers! {
     dot_bf16 => bf16_bf16, 1, 2, 2;
     dot_f32_tiny => f32_f32_tiny, 1, 4, 4;
     dot_f16_tiny => f16_f16_tiny, 1, 2, 2;
-    dot_q2_k => q2_k_q8_k, QK_K, Q2_K_BYTES, Q8_K_BYTES;
+    dot_q2_k => q2_k_gemv, QK_K, Q2_K_BYTES, Q8_K_BYTES;
+    dot_q2_k_gemm => q2_k_gemm, QK_K, Q2_K_BYTES, Q8_K_BYTES;
     dot_q3_k => q3_k_vec, QK_K, Q3_K_BYTES, Q8_K_BYTES;
     dot_q3_k_tiled => q3_k_tiled, QK_K, Q3_K_BYTES, Q8_K_BYTES;
     dot_q5_k => q5_k_vec, QK_K, Q5_K_BYTES, Q8_K_BYTES;
@@ -467,8 +468,8 @@ unsafe fn f16_f16_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
     float_ggml::<true, true>(n, w, a)
 }
 
-/// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS; Q3_K, Q5_K, IQ4_XS: the tiled
-/// K-quant kernel), or `None`.
+/// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS; Q2_K: its repacked
+/// gemm; Q3_K, Q5_K, IQ4_XS: the tiled K-quant kernel), or `None`.
 pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     if !has_avx2() {
         return None;
@@ -476,6 +477,7 @@ pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::F32 => Some(dot_f32_tiny),
         GgmlType::F16 => Some(dot_f16_tiny),
+        GgmlType::Q2_K => Some(dot_q2_k_gemm),
         GgmlType::Q3_K => Some(dot_q3_k_tiled),
         GgmlType::Q5_K => Some(dot_q5_k_tiled),
         GgmlType::IQ4_XS => Some(dot_iq4_xs_tiled),

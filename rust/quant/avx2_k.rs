@@ -16,33 +16,45 @@ use core::ptr::read_unaligned;
 // block_q8_K { f32 d; i8 qs[256] @4; i16 bsums[16] @260; } = 292 bytes
 
 // block_q2_K { u8 scales[16]; u8 qs[64] @16; f16 d @80; f16 dmin @82; }
-#[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn q2_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+// f32 in the order of llama.cpp's repacked Q2_K kernels: `BATCH = false` its gemv
+// (`scalar_k::dot_q2_k_q8_k`: per superblock), `BATCH = true` its gemm (per 128-element half).
+#[inline(always)]
+unsafe fn q2_k_q8_k<const BATCH: bool>(nb: usize, w: *const u8, a: *const u8) -> f32 {
     let m3 = _mm256_set1_epi8(3);
     let m4 = _mm_set1_epi8(0x0f);
-    let mut acc = _mm256_setzero_ps();
+    let (mut acc, mut acc_m) = (0f32, 0f32);
     for i in 0..nb {
         let (wb, ab) = (w.add(Q2_K_BYTES * i), a.add(Q8_K_BYTES * i));
         let dy = rd_f32(ab);
         let (dw, mw) = fp16x2(wb.add(80), wb.add(82));
-        let (d, dmin) = (dy * dw, -dy * mw);
         let ms = load128(wb);
         let scales = _mm_and_si128(ms, m4);
         let mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(ms), m4));
+        // i32 lane k: groups 2k, 2k+1; half c: lanes 4c..4c+4
         let prod = _mm256_madd_epi16(mins, load256(ab.add(260)));
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(prod), acc);
-        let mut sumi = _mm256_setzero_si256();
+        let m_half = [hsum_i32x4(_mm256_castsi256_si128(prod)), hsum_i32x4(_mm256_extracti128_si256::<1>(prod))];
+        let mut i_half = [0i32; 2];
         for c in 0..2 {
             let bits = load256(wb.add(16 + 32 * c));
+            let mut sumi = _mm256_setzero_si256();
             for s in 0..4 {
                 let q = _mm256_and_si256(shr2s(bits, s), m3);
                 let p = _mm256_maddubs_epi16(q, load256(ab.add(4 + 128 * c + 32 * s)));
                 sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale_pair(scales, 8 * c + 2 * s), p));
             }
+            i_half[c] = hsum_i32x8(sumi);
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        if BATCH {
+            for c in 0..2 {
+                acc = (i_half[c] as f32).mul_add(dw * dy, acc);
+                acc_m = (m_half[c] as f32).mul_add(mw * dy, acc_m);
+            }
+        } else {
+            acc = ((i_half[0] + i_half[1]) as f32).mul_add(dw * dy, acc);
+            acc_m = ((m_half[0] + m_half[1]) as f32).mul_add(mw * dy, acc_m);
+        }
     }
-    hsum_f32x8(acc)
+    acc - acc_m
 }
 
 // block_q3_K { u8 hmask[32]; u8 qs[64] @32; u8 scales[12] @96; f16 d @108; }
@@ -327,6 +339,8 @@ macro_rules! k_orders1 {
 }
 
 k_orders1! {
+    q2_k_gemv => q2_k_q8_k, false;
+    q2_k_gemm => q2_k_q8_k, true;
     q3_k_vec => q3_k_q8_k, false;
     q3_k_tiled => q3_k_q8_k, true;
     q5_k_vec => q5_k_q8_k, false;

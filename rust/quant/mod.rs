@@ -31,8 +31,8 @@
 //! depend on batching. `activation_avx512.rs` quantizes activations (Q8_0 / Q8_1 / Q8_K) to
 //! the same bytes as the scalar `activation.rs`.
 //!
-//! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K,
-//! Q4_K, Q5_K, Q6_K and IQ4_XS the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
+//! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
+//! Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
 //! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, [`batch_tokens`] for its batch orders and
 //! [`row_chain`] for its repacked Q4_0 / IQ4_NL),
 //! and every x86 kernel equals the scalar reference bit for bit; the other types (and NEON)
@@ -73,13 +73,14 @@ pub mod types;
 pub use dispatch::{chain_kernels, dot_batch_fn, dot_fn, dot_rows_fn, isa, Isa};
 
 /// How many leading tokens of an `n_tokens`-token matmul llama.cpp (x86, AVX2 and up) computes
-/// in another order than its one-token kernel, for weights of `ty`: Q4_K's repacked gemm takes
+/// in another order than its one-token kernel, for weights of `ty`: Q4_K's and Q2_K's repacked gemm take
 /// whole groups of 4 tokens (the rest go through its gemv), the tiled K-quant kernel (Q6_K,
 /// Q5_K, Q3_K, IQ4_XS) takes every token once there are 8 or more; F32 and F16 go through tinyBLAS from 2 tokens. Other types have one order (`scalar::dot_batch`,
 /// `TileKernel::batch`).
 pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
     match ty {
-        GgmlType::Q4_K => n_tokens - n_tokens % 4,
+        // the repacked gemm (Q2_K: on AVX-512 machines)
+        GgmlType::Q4_K | GgmlType::Q2_K => n_tokens - n_tokens % 4,
         // the tiled K-quant kernel (Q4_K and Q2_K are repacked instead)
         GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS if n_tokens >= 8 => n_tokens,
         // llamafile's tinyBLAS from 2 tokens, ggml_vec_dot for one

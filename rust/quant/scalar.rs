@@ -506,6 +506,7 @@ fn q6_k_block_sum(wb: &[u8], ab: &[u8]) -> i32 {
 pub fn dot_batch(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q4_K => Some(dot_q4_k_q8_k_gemm),
+        GgmlType::Q2_K => Some(super::scalar_k::dot_q2_k_q8_k_gemm),
         GgmlType::Q6_K => Some(dot_q6_k_q8_k_tiled),
         GgmlType::Q3_K => Some(super::scalar_k::dot_q3_k_q8_k_tiled),
         GgmlType::Q5_K => Some(super::scalar_k::dot_q5_k_q8_k_tiled),

@@ -3,8 +3,9 @@
 //! Layouts: ggml-common.h. Dequantize: ggml-quants.c `dequantize_row_{q2_K,q3_K,q5_K,iq4_nl,iq4_xs}`.
 //! Dots: the integer part of every block is computed exactly. Q3_K, Q5_K and IQ4_XS follow the
 //! f32 orders llama.cpp runs on x86: ggml's AVX2 `vec_dot` for fewer than 8 tokens ([`k_lanes`]),
-//! its tiled K-quant kernel for 8 or more (`*_tiled`, see `quant::batch_tokens`); Q2_K and
-//! IQ4_NL (repacked by llama.cpp) take `d_w * d_a * isum` per block.
+//! its tiled K-quant kernel for 8 or more (`*_tiled`, see `quant::batch_tokens`); Q2_K the
+//! orders of its repacked gemv / gemm (AVX-512 machines), IQ4_NL ggml's AVX2 `vec_dot` or its
+//! repacked rows-of-8 kernels (`quant::row_chain`).
 use super::blocks::*;
 use super::f16::read_f16;
 use super::scalar::{fma_lanes, hsum8, q8_k_bsum, rd_f32, scale_min_k4};
@@ -70,24 +71,48 @@ fn deq_q2_k(b: &[u8], y: &mut [f32]) {
     }
 }
 
-pub fn dot_q2_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut sum = 0f32;
-    for (wb, ab) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
-        let dy = rd_f32(ab, 0);
-        let dall = dy * read_f16(wb, 80);
-        let dmin = dy * read_f16(wb, 82);
-        let v = q2_k_values(wb);
-        let q8 = &ab[4..260];
-        let mut summs = 0i32;
-        let mut isum = 0i32;
-        for g in 0..16 {
-            summs += q8_k_bsum(ab, g) * (wb[g] >> 4) as i32;
+/// Per 128-element half of a Q2_K superblock: (Σ scale·value·q8, Σ min·bsum), exact.
+#[inline]
+fn q2_k_halves(wb: &[u8], ab: &[u8]) -> [(i32, i32); 2] {
+    let v = q2_k_values(wb);
+    let q8 = &ab[4..260];
+    core::array::from_fn(|h| {
+        let (mut isum, mut summ) = (0i32, 0i32);
+        for g in 8 * h..8 * h + 8 {
+            summ += q8_k_bsum(ab, g) * (wb[g] >> 4) as i32;
             let s: i32 = (0..16).map(|l| v[16 * g + l] as i32 * q8[16 * g + l] as i8 as i32).sum();
             isum += (wb[g] & 0x0f) as i32 * s;
         }
-        sum += dall * isum as f32 - dmin * summs as f32;
+        (isum, summ)
+    })
+}
+
+/// In the order of llama.cpp's repacked Q2_K gemv (`ggml_gemv_q2_K_8x8_q8_K`, what it runs for
+/// Q2_K weights on AVX-512 machines): per superblock the whole integer sum and the whole min
+/// term, each into its own f32 FMA chain (`d_w·d_a`, `dmin_w·d_a`); the two subtracted at the end.
+pub fn dot_q2_k_q8_k(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut acc_m) = (0f32, 0f32);
+    for (wb, ab) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
+        let dy = rd_f32(ab, 0);
+        let [(i0, m0), (i1, m1)] = q2_k_halves(wb, ab);
+        acc = ((i0 + i1) as f32).mul_add(read_f16(wb, 80) * dy, acc);
+        acc_m = ((m0 + m1) as f32).mul_add(read_f16(wb, 82) * dy, acc_m);
     }
-    sum
+    acc - acc_m
+}
+
+/// Q2_K in the order of llama.cpp's repacked gemm (`ggml_gemm_q2_K_8x8_q8_K`, groups of 4
+/// tokens): as [`dot_q2_k_q8_k`] with each 128-element half's sums going into the chains.
+pub fn dot_q2_k_q8_k_gemm(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let (mut acc, mut acc_m) = (0f32, 0f32);
+    for (wb, ab) in w.chunks_exact(Q2_K_BYTES).zip(a.chunks_exact(Q8_K_BYTES)).take(n / 256) {
+        let dy = rd_f32(ab, 0);
+        for (isum, summ) in q2_k_halves(wb, ab) {
+            acc = (isum as f32).mul_add(read_f16(wb, 80) * dy, acc);
+            acc_m = (summ as f32).mul_add(read_f16(wb, 82) * dy, acc_m);
+        }
+    }
+    acc - acc_m
 }
 
 // ---------------------------------------------------------------- Q3_K

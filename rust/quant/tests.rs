@@ -226,7 +226,7 @@ fn check_isas(ty: GgmlType, fill: Fill, extreme_act: bool, seed: u64) {
 fn ggml_order_kernels_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(77);
-    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
+    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
         let reference = scalar::dot(ty).unwrap_or_else(|| panic!("no scalar dot for {}", ty.name()));
         for n in lengths(ty) {
             for extreme in [false, true] {
@@ -269,7 +269,7 @@ fn equal_bit_for_bit(ty: GgmlType, reference: DotFn, f: DotFn, rows: Option<DotR
 fn batch_order_dots_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(78);
-    for ty in [F32, F16, Q3_K, Q5_K, IQ4_XS] {
+    for ty in [F32, F16, Q2_K, Q3_K, Q5_K, IQ4_XS] {
         let reference = scalar::dot_batch(ty).unwrap_or_else(|| panic!("no scalar batch dot for {}", ty.name()));
         if let Some(f) = super::dot_batch_fn(ty) {
             equal_bit_for_bit(ty, reference, f, None, &mut rng);
