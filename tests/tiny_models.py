@@ -453,3 +453,88 @@ def write_split_model(directory, stem: str, arch: str, wtype: str = "F32", seed:
         kvs = model_kvs(arch, extra=split_kvs) if k == 0 else split_kvs
         write_gguf(p, kvs, [tensors[i] for i in idx])
     return paths
+
+
+# ---------------------------------------------------------------- encoders (BERT)
+
+BERT = Spec("bert", n_layer=2, n_head=4, n_head_kv=4, head_dim=32, n_embd=128, n_ff=256, eps=1e-12, ctx=64)
+
+
+def wpm_vocab() -> Tuple[List[str], List[int]]:
+    """(tokens, token types) of a small WordPiece vocabulary in llama.cpp's GGUF form:
+    [PAD] [UNK] [CLS] [SEP] [MASK], then word-initial pieces `▁word` / `▁x` and
+    continuation letters `x` (a checkpoint's `##x`)."""
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [3] * 5
+    for w in list(_WORDS) + list("abcdefghijklmnopqrstuvwxyz") + list(".,?!"):
+        if "\u2581" + w not in tokens:
+            tokens.append("\u2581" + w)
+    tokens += list("abcdefghijklmnopqrstuvwxyz") + ["ing", "ed"]
+    types += [1] * (len(tokens) - len(types))
+    return tokens, types
+
+
+def bert_kvs(reranker: bool) -> List[KV]:
+    s = BERT
+    tokens, types = wpm_vocab()
+    a = "bert"
+    return [
+        KV("general.architecture", VT.STRING, a),
+        KV("general.name", VT.STRING, "tiny-bert-reranker" if reranker else "tiny-bert"),
+        KV(f"{a}.context_length", VT.UINT32, s.ctx),
+        KV(f"{a}.embedding_length", VT.UINT32, s.n_embd),
+        KV(f"{a}.block_count", VT.UINT32, s.n_layer),
+        KV(f"{a}.feed_forward_length", VT.UINT32, s.n_ff),
+        KV(f"{a}.attention.head_count", VT.UINT32, s.n_head),
+        KV(f"{a}.attention.layer_norm_epsilon", VT.FLOAT32, s.eps),
+        KV(f"{a}.attention.causal", VT.BOOL, False),
+        KV(f"{a}.pooling_type", VT.UINT32, 4 if reranker else 1),
+        KV("tokenizer.ggml.token_type_count", VT.UINT32, 2),
+        KV("tokenizer.ggml.model", VT.STRING, "bert"),
+        KV("tokenizer.ggml.pre", VT.STRING, "default"),
+        KV("tokenizer.ggml.tokens", VT.ARRAY, Arr(VT.STRING, tokens)),
+        KV("tokenizer.ggml.token_type", VT.ARRAY, Arr(VT.INT32, types)),
+        KV("tokenizer.ggml.padding_token_id", VT.UINT32, 0),
+        KV("tokenizer.ggml.unknown_token_id", VT.UINT32, 1),
+        KV("tokenizer.ggml.bos_token_id", VT.UINT32, 2),
+        KV("tokenizer.ggml.seperator_token_id", VT.UINT32, 3),
+        KV("tokenizer.ggml.eos_token_id", VT.UINT32, 3),
+        KV("tokenizer.ggml.mask_token_id", VT.UINT32, 4),
+        KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
+        KV("tokenizer.ggml.add_eos_token", VT.BOOL, True),
+        KV("tokenizer.ggml.add_sep_token", VT.BOOL, False),
+    ]
+
+
+def bert_tensors(wtype: str, reranker: bool, seed: int = 0) -> List[Tensor]:
+    """A tiny BERT (llama.cpp's tensor names); with `reranker`, the classification head
+    (cls dense + tanh, cls.output with one label)."""
+    s = BERT
+    rng = np.random.default_rng(seed)
+    e, F = s.n_embd, s.n_ff
+    nv = len(wpm_vocab()[0])
+
+    def vec(name, n, mean=0.0, sd=STD_BIAS):
+        return make_vector(name, mean + sd * rng.standard_normal(n))
+
+    def ln(name):
+        return [vec(name + ".weight", e, 1.0, 0.1), vec(name + ".bias", e, 0.0, 0.1)]
+
+    ts = [make_weight("token_embd.weight", wtype, e, nv, 0.5, rng),
+          make_weight("token_types.weight", "F32", e, 2, 0.5, rng),
+          make_weight("position_embd.weight", "F32", e, s.ctx, 0.5, rng), *ln("token_embd_norm")]
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        for name, std in (("attn_q", STD_QK * 1.5), ("attn_k", STD_QK * 1.5), ("attn_v", STD_OTHER * 2)):
+            ts += [make_weight(p + name + ".weight", wtype, e, e, std, rng), vec(p + name + ".bias", e, sd=0.1)]
+        ts += [make_weight(p + "attn_output.weight", wtype, e, e, STD_OTHER * 2, rng), vec(p + "attn_output.bias", e, sd=0.1), *ln(p + "attn_output_norm")]
+        ts += [make_weight(p + "ffn_up.weight", wtype, e, F, STD_OTHER * 2, rng), vec(p + "ffn_up.bias", F, sd=0.1)]
+        ts += [make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), vec(p + "ffn_down.bias", e, sd=0.1), *ln(p + "layer_output_norm")]
+    if reranker:
+        ts += [make_weight("cls.weight", "F32", e, e, 0.1, rng), vec("cls.bias", e, sd=0.1),
+               make_weight("cls.output.weight", "F32", e, 1, 0.3, rng), vec("cls.output.bias", 1, sd=0.1)]
+    return ts
+
+
+def write_bert_model(path, wtype: str = "F32", reranker: bool = False, seed: int = 0) -> Layout:
+    return write_gguf(path, bert_kvs(reranker), bert_tensors(wtype, reranker, seed))

@@ -229,6 +229,14 @@ class AsyncEngine:
         assert s.result is not None
         return s.result
 
+    async def aembed(self, inputs, **kwargs) -> list:
+        """`Engine.embed` on a worker thread."""
+        return await asyncio.to_thread(self.engine.embed, inputs, **kwargs)
+
+    async def arerank(self, query: str, documents, *, top_n=None) -> list:
+        """`Engine.rerank` on a worker thread."""
+        return await asyncio.to_thread(self.engine.rerank, query, documents, top_n=top_n)
+
     def close(self) -> None:
         """Stop the dispatcher (and the engine loop, when this object created the engine)."""
         self._closed = True

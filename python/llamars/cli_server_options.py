@@ -109,7 +109,7 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
         "(llama-server's CORS proxy for remote MCP servers is not in llamars)\nnote: for security reasons, this will "
         "limit --cors-origins to localhost by default", _E + "AGENT", X, neg="-no-ag, --no-agent"),
     Opt("--rerank, --reranking", "rerank", "bool", "", "enable reranking endpoint on server (default: disabled)",
-        _E + "RERANKING", X, owner="reranking (needs encoder models)"),
+        _E + "RERANKING", X),
     Opt("--sse-ping-interval", "sse_ping_interval", "int", "N",
         "server SSE ping interval in seconds (-1 = disabled, default: 30)", _E + "SSE_PING_INTERVAL", X, lo=-1),
     Opt("--threads-http", "threads_http", "int", "N", "number of threads used to process HTTP requests (default: -1)",

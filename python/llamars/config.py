@@ -148,6 +148,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     static_path: Optional[str] = None  # --path: serve this directory at / instead of the built-in UI
     embedding: bool = False
     pooling: Optional[str] = None
+    rerank: bool = False  # --rerank: /rerank on a reranker (implies --embeddings --pooling rank)
     # chat
     chat_template: Optional[str] = None
     chat_template_file: Optional[str] = None

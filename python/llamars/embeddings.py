@@ -8,9 +8,9 @@ import numpy as np
 
 from .errors import InvalidRequestError
 
-POOLINGS = ("none", "mean", "cls", "last")
+POOLINGS = ("none", "mean", "cls", "last", "rank")
 # GGUF `<arch>.pooling_type` values
-_GGUF_POOLING = {0: "none", 1: "mean", 2: "cls", 3: "last"}
+_GGUF_POOLING = {0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}
 
 
 def default_pooling(gguf_value: Optional[int]) -> str:
@@ -20,7 +20,8 @@ def default_pooling(gguf_value: Optional[int]) -> str:
 
 
 def pool(hidden: np.ndarray, pooling: str) -> np.ndarray:
-    """hidden [n_tokens, n_embd] → [1, n_embd] (or [n_tokens, n_embd] for `none`)."""
+    """hidden [n_tokens, n_embd] → [1, n_embd] (or [n_tokens, n_embd] for `none`); `rank`
+    is the classifier's (Engine.classify), not a pooling of hidden states."""
     if pooling == "none":
         return hidden
     if pooling == "mean":

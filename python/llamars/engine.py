@@ -206,6 +206,14 @@ class Engine:
         buf, n, ne = self._core.hidden_states(list(ids))
         return np.frombuffer(buf, dtype=np.float32).reshape(n, ne)
 
+    def hidden_states_many(self, seqs: Sequence[Sequence[int]]) -> list:
+        """`hidden_states` of several sequences, each on its own; an encoder batches them."""
+        return [np.frombuffer(b, dtype=np.float32).reshape(n, ne) for b, n, ne in self._core.hidden_states_many([list(s) for s in seqs])]
+
+    def classify_many(self, seqs: Sequence[Sequence[int]]) -> list:
+        """`classify` of several sequences, batched."""
+        return self._core.classify_many([list(s) for s in seqs])
+
     def embed(self, inputs, *, pooling: Optional[str] = None, normalize: float = 2) -> list:
         """Embeddings of a str / token ids, or a list of them: one float32 array each,
         [1, n_embd] when pooled (mean, cls, last) or [n_tokens, n_embd] for pooling
@@ -219,7 +227,23 @@ class Engine:
         items = [inputs] if single else list(inputs)
         if not items:
             raise InvalidRequestError("input: at least one text or token list is required")
-        return [emb.normalize(emb.pool(self.hidden_states(self._prompt_ids(x)), pooling), normalize) for x in items]
+        ids = [self._prompt_ids(x) for x in items]
+        if pooling == "rank":
+            return [np.array([s], dtype=np.float32) for s in self.classify_many(ids)]
+        return [emb.normalize(emb.pool(h, pooling), normalize) for h in self.hidden_states_many(ids)]
+
+    def classify(self, ids: Sequence[int]) -> list:
+        """An encoder's classifier outputs for token ids (a reranker's scores)."""
+        return self._core.classify(list(ids))
+
+    def rerank(self, query: str, documents: Sequence, *, top_n: Optional[int] = None) -> list:
+        """Documents ranked by a reranker's score for `query`, highest first, as llama-server
+        ranks them: [{"index", "relevance_score", "document"}], the first `top_n`."""
+        from . import rerank as rr
+
+        query, texts, top_n = rr.check(query, documents, top_n)
+        scores = [s[0] for s in self.classify_many([rr.pair_ids(self, query, d) for d in texts])]
+        return [{"index": i, "relevance_score": s, "document": texts[i]} for i, s in rr.order(scores, top_n)]
 
     def _prompt_ids(self, prompt: Prompt) -> list:
         if isinstance(prompt, str):

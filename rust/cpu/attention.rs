@@ -117,3 +117,61 @@ pub fn attention(
         });
     });
 }
+
+/// Bidirectional attention of encoders over the batch itself, in f32 as llama.cpp's
+/// no-cache path computes it (no KV cache, no f16 roundings): every token of a sequence
+/// (`spans`: (first row, length)) sees every token of it. q, k, v: [n_tokens, heads·dim];
+/// out: [n_tokens, n_head·v_head_dim].
+pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &[f32], v: &[f32], spans: &[(usize, usize)], out: &mut [f32]) {
+    let (hd, vd) = (s.head_dim, s.v_head_dim);
+    let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
+    let group = s.n_head / s.n_head_kv;
+    let n_tokens: usize = spans.iter().map(|&(_, n)| n).sum();
+    let mut seq_of = Vec::with_capacity(n_tokens);
+    for &(t0, n) in spans {
+        seq_of.extend(std::iter::repeat((t0, n)).take(n));
+    }
+    let optr = SendPtr(out.as_mut_ptr());
+    pool.run(n_tokens * s.n_head, |task| {
+        #[allow(clippy::redundant_locals)]
+        let optr = optr;
+        let (t, h) = (task / s.n_head, task % s.n_head);
+        let (t0, n) = seq_of[t];
+        let g = h / group;
+        let qh = &q[t * s.n_head * hd + h * hd..][..hd];
+        let mut scores: Vec<f32> = (0..n)
+            .map(|j| {
+                let kj = &k[(t0 + j) * kdim + g * hd..][..hd];
+                let mut x = dot8(qh, kj) * s.scale;
+                if s.softcap > 0.0 {
+                    x = (x / s.softcap).tanh() * s.softcap;
+                }
+                x
+            })
+            .collect();
+        softmax_ggml(&mut scores, 0);
+        // SAFETY: the output slice of (t, h) is written only by this task.
+        let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h * vd), vd) };
+        o.fill(0.0);
+        for (j, &p) in scores.iter().enumerate() {
+            let vj = &v[(t0 + j) * vdim + g * vd..][..vd];
+            o.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
+        }
+    });
+}
+
+/// An f32 dot in 8 interleaved partial sums (vectorizes; encoders' attention needs no
+/// particular order).
+fn dot8(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for j in 0..8 {
+            acc[j] += x[j] * y[j];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+

@@ -19,6 +19,22 @@ pub fn rms_norm_to(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     rms_norm(out, w, eps);
 }
 
+/// y = (x - mean) / sqrt(var + eps) * w + b   (ggml_norm, sums in f64, then ggml_mul
+/// and ggml_add)
+pub fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
+    let n = x.len() as f64;
+    let mean = (x.iter().map(|&v| v as f64).sum::<f64>() / n) as f32;
+    let mut sum2 = 0f64;
+    for v in x.iter_mut() {
+        *v -= mean;
+        sum2 += (*v as f64) * (*v as f64);
+    }
+    let scale = 1.0 / ((sum2 / n) as f32 + eps).sqrt();
+    for ((v, &wi), &bi) in x.iter_mut().zip(w).zip(b) {
+        *v = *v * scale * wi + bi;
+    }
+}
+
 #[inline]
 fn gelu_f32(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;

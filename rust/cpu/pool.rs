@@ -96,6 +96,23 @@ impl ThreadPool {
         self.n_threads
     }
 
+    /// `f(row)` on every `width`-wide row of `data`, the rows split over the threads (row
+    /// ops whose result does not depend on the split: norms, activations).
+    pub fn rows_mut<F: Fn(&mut [f32]) + Sync>(&self, data: &mut [f32], width: usize, f: F) {
+        if width == 0 {
+            return;
+        }
+        let n_rows = data.len() / width;
+        // at least 16 rows per task: a task costs a hand-off
+        let n_tasks = (n_rows / 16).clamp(1, 2 * self.n_threads);
+        let per = n_rows.div_ceil(n_tasks);
+        let chunks: Vec<std::sync::Mutex<&mut [f32]>> = data[..n_rows * width].chunks_mut(per * width).map(std::sync::Mutex::new).collect();
+        self.run(chunks.len(), |i| {
+            let mut c = chunks[i].lock().unwrap_or_else(|e| e.into_inner());
+            c.chunks_exact_mut(width).for_each(&f);
+        });
+    }
+
     /// Run `f(i)` for i in 0..n_tasks on all threads; returns when every call is done.
     pub fn run<F: Fn(usize) + Sync>(&self, n_tasks: usize, f: F) {
         if n_tasks == 0 {

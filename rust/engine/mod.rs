@@ -90,6 +90,10 @@ impl Engine {
         if config.n_ctx == 0 {
             config.n_ctx = model.config.n_ctx_train;
         }
+        if model.config.arch.is_encoder() {
+            // an encoder's positions end with its position table
+            config.n_ctx = config.n_ctx.min(model.config.n_ctx_train);
+        }
         if config.n_batch == 0 {
             return Err(Error::InvalidRequest("n_batch must be at least 1".into()));
         }
@@ -196,6 +200,46 @@ impl Engine {
         Ok(())
     }
 
+    /// An encoder's classifier scores for `tokens` (a reranker's query-document pair).
+    pub fn classify(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        let h = self.hidden_states(tokens)?;
+        self.model.classify(&self.pool, &h)
+    }
+
+    /// Hidden states of several sequences, each evaluated on its own; an encoder packs
+    /// them into batches of up to `n_batch` tokens (a sequence is never split), a decoder
+    /// runs them one after another. One [n_i, n_embd] block per sequence.
+    pub fn hidden_states_many(&self, seqs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
+        if self.model.config.causal {
+            return seqs.iter().map(|s| self.hidden_states(s)).collect();
+        }
+        for s in seqs {
+            self.check_len(s)?;
+        }
+        let e = self.model.config.n_embd;
+        let cap = self.config.n_batch.max(seqs.iter().map(Vec::len).max().unwrap_or(0));
+        let mut s = self.session_of(seqs.iter().map(Vec::len).max().unwrap_or(1).max(1))?;
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut i = 0;
+        while i < seqs.len() {
+            // the sequences that fit one batch; each at positions 0.. (no cache is kept)
+            let (mut toks, mut spans) = (Vec::new(), Vec::new());
+            while i < seqs.len() && (toks.is_empty() || toks.len() + seqs[i].len() <= cap) {
+                let n = seqs[i].len();
+                spans.push(Span { slot: 0, pos0: 0, n, logits: LogitRows::All, ring_lo: 0, prompt_end: n, ubatch: cap });
+                toks.extend_from_slice(&seqs[i]);
+                i += 1;
+            }
+            let h = self.model.forward_hidden(&self.pool, &mut s.state, &mut s.kv, &toks, &spans)?;
+            let mut at = 0;
+            for sp in &spans {
+                out.push(h[at * e..(at + sp.n) * e].to_vec());
+                at += sp.n;
+            }
+        }
+        Ok(out)
+    }
+
     /// Final-normed hidden states of every position of `tokens`, evaluated in a fresh
     /// context: [n, n_embd] (pooling and normalisation are up to the caller).
     pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>> {
@@ -203,8 +247,10 @@ impl Engine {
         let mut s = self.session_of(tokens.len())?;
         let e = self.model.config.n_embd;
         let mut out = Vec::with_capacity(tokens.len() * e);
-        for chunk in tokens.chunks(self.config.n_batch) {
-            let (pos0, ubatch) = (s.cells.n_past(), self.config.n_batch);
+        // an encoder's attention is bidirectional: the whole input in one batch
+        let step = if self.model.config.causal { self.config.n_batch } else { tokens.len() };
+        for chunk in tokens.chunks(step) {
+            let (pos0, ubatch) = (s.cells.n_past(), step);
             let span = Span { slot: 0, pos0, n: chunk.len(), logits: LogitRows::All, ring_lo: 0, prompt_end: tokens.len(), ubatch };
             let h = self.model.forward_hidden(&self.pool, &mut s.state, &mut s.kv, chunk, &[span])?;
             out.extend_from_slice(h);

@@ -97,6 +97,8 @@ impl Scheduler {
 
     /// Queue a request; its events go to `sink`. Returns the request id.
     pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
+        // an encoder has no next-token head: say so before any work
+        self.engine.model.lm_head()?;
         self.validate(&params)?;
         let grammar = match &params.gen.grammar {
             Some(spec) => Some(self.engine.compile_grammar(spec)?),

@@ -86,10 +86,11 @@ impl Offload {
             layers.push(GLayer { devs });
             progress(il + 1 - first, n_offloaded);
         }
-        let output = up_w(g, "output", &m.output, 0, m.output.n_out)?;
-        let out_norm = up_vec(g, "output_norm", &m.output_norm)?;
+        let (m_norm, m_out) = m.lm_head()?;
+        let output = up_w(g, "output", m_out, 0, m_out.n_out)?;
+        let out_norm = up_vec(g, "output_norm", m_norm)?;
         progress(n_offloaded, n_offloaded);
-        let tied = std::ptr::eq(m.output.bytes().as_ptr(), m.tok_embd.bytes().as_ptr());
+        let tied = std::ptr::eq(m_out.bytes().as_ptr(), m.tok_embd.bytes().as_ptr());
         let weight_bytes = output.bytes()
             + layers.iter().flat_map(|l| &l.devs).map(|d| if let Dev::W(w) = d { w.bytes() } else { 0 }).sum::<usize>();
         Ok(Offload { gpu, first, n_offloaded, weight_bytes, layers, out_norm, output, embed_on_device: tied && first == 0, id: next_id() })

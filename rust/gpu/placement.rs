@@ -13,7 +13,7 @@ pub fn bytes_needed(m: &Model, n: usize, cfg: &super::GpuConfig) -> u64 {
         return 0;
     }
     let first = c.n_layer + 1 - n;
-    let mut bytes = m.output.bytes().len() as u64 + 4 * c.n_embd as u64;
+    let mut bytes = m.lm_head().map_or(0, |(_, o)| o.bytes().len() as u64) + 4 * c.n_embd as u64;
     let caps = m.kv_caps(cfg.n_ctx.max(1), cfg.n_batch.max(1), false);
     let kv_row = 2 * (c.n_head_kv * (c.head_dim + c.v_head_dim)) as u64;
     for il in first..c.n_layer {
@@ -34,6 +34,9 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     let named = cfg.device.as_deref().map(str::trim).filter(|d| !d.is_empty());
     if named.is_some_and(|d| d.eq_ignore_ascii_case("none")) || cfg.n_gpu_layers == 0 {
         return Ok((None, format!("offloaded 0/{} layers to GPU", n_layer + 1)));
+    }
+    if m.config.arch.is_encoder() {
+        return Ok((None, format!("{} is an encoder: GPU offload covers decoder models; running on the CPU", m.config.arch.name())));
     }
     if let Some(d) = named {
         if d.contains(',') {

@@ -120,6 +120,9 @@ impl Offload {
                         ops.push(op_ew(g, act, &b[Slot::Gate], &b[Slot::Up], &b[Slot::Gelu], c.n_ff, false, s)?);
                     }
                     (Step::Tap { .. }, _) => {}
+                    (Step::LayerNorm { .. } | Step::Act { .. }, _) => {
+                        return Err(Error::NotSupported(format!("blk.{il}: LayerNorm and ungated activations (encoder layers) do not run on the GPU yet")))
+                    }
                     _ => return Err(Error::Gpu(format!("blk.{il}: a step without its device weights"))),
                 }
             }

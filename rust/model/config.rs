@@ -9,9 +9,12 @@ pub enum Arch {
     Qwen3,
     Gemma3,
     Phi3,
+    /// BERT encoders (sentence embeddings): absolute positions, post-LayerNorm,
+    /// bidirectional attention.
+    Bert,
 }
 
-pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3"];
+pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert"];
 
 impl Arch {
     pub fn from_name(name: &str) -> Option<Arch> {
@@ -21,6 +24,7 @@ impl Arch {
             "qwen3" => Arch::Qwen3,
             "gemma3" => Arch::Gemma3,
             "phi3" => Arch::Phi3,
+            "bert" => Arch::Bert,
             _ => return None,
         })
     }
@@ -32,7 +36,13 @@ impl Arch {
             Arch::Qwen3 => "qwen3",
             Arch::Gemma3 => "gemma3",
             Arch::Phi3 => "phi3",
+            Arch::Bert => "bert",
         }
+    }
+
+    /// An encoder: hidden states out, no language-model head.
+    pub fn is_encoder(self) -> bool {
+        self == Arch::Bert
     }
 }
 
@@ -56,6 +66,12 @@ pub struct Config {
     pub v_head_dim: usize,
     pub n_rot: usize,
     pub rms_eps: f32,
+    /// LayerNorm epsilon (`attention.layer_norm_epsilon`; BERT).
+    pub norm_eps: f32,
+    /// Whether a token attends only to earlier positions (`attention.causal`).
+    pub causal: bool,
+    /// Whether positions enter through RoPE on Q and K (else a position embedding table).
+    pub rope: bool,
     pub rope_base: f32,
     pub rope_freq_scale: f32,
     /// RoPE base / scale on sliding-window layers (Gemma 3: 10000, 1).
@@ -151,6 +167,9 @@ impl Config {
             v_head_dim,
             n_rot,
             rms_eps,
+            norm_eps: opt_f("attention.layer_norm_epsilon").unwrap_or(1e-5),
+            causal: g.get(&key(a, "attention.causal")).and_then(|v| v.as_bool()).unwrap_or(!arch.is_encoder()),
+            rope: !arch.is_encoder(),
             rope_base,
             rope_freq_scale,
             rope_base_swa: rope_base,
@@ -181,6 +200,8 @@ impl Config {
                 cfg.kq_scale = 1.0;
                 // llama.cpp disables Phi-3's sliding window (conversion metadata is unreliable).
             }
+            // ggml_gelu (the tanh form) in the ungated FFN
+            Arch::Bert => cfg.activation = Activation::GeluTanh,
             _ => {}
         }
         Ok(cfg)

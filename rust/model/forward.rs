@@ -2,9 +2,9 @@
 //! the GPU offload runs) executed with the CPU kernels, then the output layer. Shapes are
 //! [rows, cols] row-major, one row per token.
 use super::plan::{Buf, Step, N_BUFS};
-use super::{Activation, Model};
-use crate::cpu::attention::{attention, AttnShape, QueryPos};
-use crate::cpu::ops::{add_inplace, geglu, rms_norm, rope_apply, rope_cache, swiglu_ggml};
+use super::{Activation, Head, Model, Norm};
+use crate::cpu::attention::{attention, attention_bidirectional, AttnShape, QueryPos};
+use crate::cpu::ops::{add_inplace, geglu, gelu, layer_norm, rms_norm, rope_apply, rope_cache, silu, swiglu_ggml};
 use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
@@ -175,6 +175,7 @@ impl Model {
                     row.iter_mut().for_each(|v| *v *= c.embd_scale);
                 }
             }
+            self.input_extras(st, n)?;
             probe("inp_scaled", None, &mut st.buf(Buf::X)[..n * e]);
         }
         for il in 0..first_gpu.min(self.layers.len()) {
@@ -195,22 +196,99 @@ impl Model {
         if nr == 0 {
             return Ok(&st.logits[..0]);
         }
+        let out_norm = match &self.head {
+            Head::Lm { norm, .. } => Some(norm),
+            Head::Encoder { .. } if hidden => None,
+            Head::Encoder { .. } => return Err(self.lm_head().err().unwrap_or_else(|| Error::Internal("encoder without a head".into()))),
+        };
         let x = &mut st.bufs[Buf::X as usize];
         for (i, &t) in st.sel.iter().enumerate() {
             let (src, dst) = (t * e, i * e);
             if src != dst {
                 x.copy_within(src..src + e, dst);
             }
-            rms_norm(&mut x[dst..dst + e], &self.output_norm, c.rms_eps);
+            if let Some(w) = out_norm {
+                rms_norm(&mut x[dst..dst + e], w, c.rms_eps);
+            }
         }
         probe("result_norm", None, &mut x[..nr * e]);
         if hidden {
             return Ok(&st.bufs[Buf::X as usize][..nr * e]);
         }
+        let (_, output) = self.lm_head()?;
         st.logits.resize(nr * c.n_vocab, 0.0);
-        matmul_masked(pool, &self.output, &st.bufs[Buf::X as usize][..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(self.output.ty));
+        matmul_masked(pool, output, &st.bufs[Buf::X as usize][..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(output.ty));
         probe("result_output", None, &mut st.logits[..nr * c.n_vocab]);
         Ok(&st.logits[..nr * c.n_vocab])
+    }
+
+    /// An encoder's classifier scores of a sequence from its hidden states [n, n_embd]
+    /// (rerankers: the first token, as llama.cpp's rank pooling).
+    pub fn classify(&self, pool: &ThreadPool, hidden: &[f32]) -> Result<Vec<f32>> {
+        let Head::Encoder { classifier: Some(cls) } = &self.head else {
+            return Err(Error::NotSupported(format!(
+                "{} has no classification head (cls.weight / cls.output.weight): it is not a reranker",
+                self.gguf.path().display()
+            )));
+        };
+        let e = self.config.n_embd;
+        if hidden.len() < e {
+            return Err(Error::InvalidRequest("classify: no hidden state to score".into()));
+        }
+        let mut scratch = crate::cpu::Scratch::default();
+        let mut cur = hidden[..e].to_vec();
+        if let Some((w, b)) = &cls.dense {
+            let mut y = vec![0f32; w.n_out];
+            crate::cpu::matmul(pool, w, &cur, 1, &mut y, &mut scratch);
+            if let Some(b) = b {
+                add_inplace(&mut y, b);
+            }
+            y.iter_mut().for_each(|v| *v = v.tanh());
+            cur = y;
+        }
+        if let Some((w, b)) = &cls.out {
+            let mut y = vec![0f32; w.n_out];
+            crate::cpu::matmul(pool, w, &cur, 1, &mut y, &mut scratch);
+            if let Some(b) = b {
+                add_inplace(&mut y, b);
+            }
+            cur = y;
+        }
+        Ok(cur)
+    }
+
+    /// Position and token-type embeddings and the embedding norm (encoders) on X.
+    fn input_extras(&self, st: &mut State, n: usize) -> Result<()> {
+        let x = &self.inputs;
+        if x.pos_embd.is_none() && x.token_type0.is_none() && x.norm.is_none() {
+            return Ok(());
+        }
+        let c = &self.config;
+        let e = c.n_embd;
+        let mut row_buf = vec![0f32; e];
+        for t in 0..n {
+            let pos = st.queries[t].pos;
+            let row = &mut st.bufs[Buf::X as usize][t * e..(t + 1) * e];
+            if let Some(tt) = &x.token_type0 {
+                add_inplace(row, tt);
+            }
+            if let Some(p) = &x.pos_embd {
+                if pos >= p.n_out {
+                    return Err(Error::ContextOverflow { n_tokens: pos + 1, n_ctx: p.n_out });
+                }
+                p.dequantize_row(pos, &mut row_buf);
+                // ggml_add(pos, inp): the position row first
+                for (v, &pv) in row.iter_mut().zip(&row_buf) {
+                    *v = pv + *v;
+                }
+            }
+            match &x.norm {
+                Some(Norm::Layer { w, b }) => layer_norm(row, w, b, c.norm_eps),
+                Some(Norm::Rms(w)) => rms_norm(row, w, c.rms_eps),
+                None => {}
+            }
+        }
+        Ok(())
     }
 
     /// Layer `il`'s steps on the CPU.
@@ -227,6 +305,21 @@ impl Model {
                         d[..len].copy_from_slice(&s[..len]);
                     }
                     st.buf(dst)[..len].chunks_exact_mut(width).for_each(|r| rms_norm(r, w, c.rms_eps));
+                }
+                Step::LayerNorm { src, dst, w, b, width, .. } => {
+                    let len = n * width;
+                    if src != dst {
+                        let (s, d) = two(&mut st.bufs, src, dst);
+                        d[..len].copy_from_slice(&s[..len]);
+                    }
+                    pool.rows_mut(&mut st.buf(dst)[..len], width, |r| layer_norm(r, w, b, c.norm_eps));
+                }
+                Step::Act { buf, act, width } => {
+                    let v = &mut st.buf(buf)[..n * width];
+                    match act {
+                        Activation::GeluTanh => pool.rows_mut(v, width, |r| r.iter_mut().for_each(|x| *x = gelu(*x))),
+                        Activation::Silu => pool.rows_mut(v, width, |r| r.iter_mut().for_each(|x| *x = silu(*x))),
+                    }
                 }
                 Step::MatMul { w, lo, hi, src, dst, .. } => {
                     let w = if lo == 0 && hi == w.n_out { *w } else { w.rows(lo, hi) };
@@ -254,6 +347,22 @@ impl Model {
                     }
                 }
                 Step::Scale { buf, s, width } => st.buf(buf)[..n * width].iter_mut().for_each(|v| *v *= s),
+                Step::Attention { .. } if !c.causal => {
+                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: 0.0 };
+                    let mut seqs = Vec::with_capacity(spans.len());
+                    let mut t0 = 0;
+                    for sp in spans {
+                        if sp.pos0 != 0 {
+                            return Err(Error::InvalidRequest(format!("an encoder reads a whole sequence in one batch (this one starts at position {})", sp.pos0)));
+                        }
+                        seqs.push((t0, sp.n));
+                        t0 += sp.n;
+                    }
+                    let b = &mut st.bufs;
+                    let mut out = std::mem::take(&mut b[Buf::Attn as usize]);
+                    attention_bidirectional(pool, &shape, &b[Buf::Q as usize][..n * qd], &b[Buf::K as usize][..n * kd], &b[Buf::V as usize][..n * vdim], &seqs, &mut out);
+                    b[Buf::Attn as usize] = out;
+                }
                 Step::Attention { swa } => {
                     let mut t0 = 0;
                     for sp in spans {

@@ -1,4 +1,4 @@
-//! Decoder-only transformer models built from GGUF: typed layers with their weights
+//! Transformer models built from GGUF (decoders, and BERT-family encoders): typed layers with their weights
 //! bound in place (this file), the steps a layer runs (`plan.rs`, walked by the CPU
 //! forward pass and by the GPU offload alike), KV cache in f16.
 pub mod config;
@@ -10,6 +10,7 @@ mod probe;
 mod weights;
 
 pub use config::{Activation, Arch, Config, SUPPORTED_ARCHS};
+use crate::error::Error;
 pub use forward::{LogitRows, Span, State};
 
 use crate::cpu::Weight;
@@ -25,33 +26,75 @@ pub enum Qkv {
     Fused(Weight),
 }
 
-/// The self-attention block of a layer (causal, over the KV cache).
+/// A normalisation: RMSNorm with a weight (decoders), or LayerNorm with weight and
+/// bias (encoders).
+pub enum Norm {
+    Rms(Vec<f32>),
+    Layer { w: Vec<f32>, b: Vec<f32> },
+}
+
+/// Where a block's normalisations sit: `pre` on its input (decoders), `post` on its
+/// output before the residual add (Gemma 3), `residual` on the sum after the add
+/// (BERT's post-norm).
+#[derive(Default)]
+pub struct Norms {
+    pub pre: Option<Norm>,
+    pub post: Option<Norm>,
+    pub residual: Option<Norm>,
+}
+
+/// The self-attention block of a layer: causal over the KV cache, or bidirectional
+/// over the sequence (`Config::causal`).
 pub struct Attention {
     pub qkv: Qkv,
-    /// Biases added to q, k, v (Qwen 2).
+    /// Biases added to q, k, v (Qwen 2, BERT).
     pub bias: [Option<Vec<f32>>; 3],
     /// Per-head RMS norms of q and k (Gemma 3, Qwen 3).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub wo: Weight,
+    /// Bias of the output projection (BERT).
+    pub wo_bias: Option<Vec<f32>>,
 }
 
-/// The feed-forward block: act(gate·h) ⊙ (up·h), then down; gate and up as two
-/// matrices, or one fused [gate; up] matrix (Phi-3) read as two row ranges.
+/// The feed-forward block: act(gate·h) ⊙ (up·h), then down, with gate and up as two
+/// matrices or one fused [gate; up] matrix (Phi-3) read as two row ranges; or ungated,
+/// down · act(up·h + b) + b (BERT).
 pub enum Ffn {
     Gated { gate: Weight, up: Weight, down: Weight },
     GatedFused { gate_up: Weight, down: Weight },
+    Plain { up: Weight, up_bias: Option<Vec<f32>>, down: Weight, down_bias: Option<Vec<f32>> },
 }
 
-/// One decoder layer: pre-norm attention and FFN blocks with residual adds, each with an
-/// optional post-norm of its output (Gemma 3). All norms are RMSNorm.
+/// One layer: an attention block and an FFN block, each with its norms and a residual add.
 pub struct Layer {
-    pub attn_norm: Vec<f32>,
+    pub attn_norms: Norms,
     pub attn: Attention,
-    pub post_attn_norm: Option<Vec<f32>>,
-    pub ffn_norm: Vec<f32>,
+    pub ffn_norms: Norms,
     pub ffn: Ffn,
-    pub post_ffn_norm: Option<Vec<f32>>,
+}
+
+/// What is added to the token embeddings before the first layer (BERT: absolute
+/// positions, token type 0, then a LayerNorm).
+#[derive(Default)]
+pub struct InputExtras {
+    pub pos_embd: Option<Weight>,
+    pub token_type0: Option<Vec<f32>>,
+    pub norm: Option<Norm>,
+}
+
+/// A sequence classifier on an encoder's first token (rerankers, llama.cpp's rank
+/// pooling): `out · tanh(dense · h + b) + b`, either matrix optional.
+pub struct Classifier {
+    pub dense: Option<(Weight, Option<Vec<f32>>)>,
+    pub out: Option<(Weight, Option<Vec<f32>>)>,
+}
+
+/// What follows the last layer: a decoder's final norm and vocabulary projection, or an
+/// encoder's hidden states as they are (and its classifier, if it has one).
+pub enum Head {
+    Lm { norm: Vec<f32>, output: Weight },
+    Encoder { classifier: Option<Classifier> },
 }
 
 pub struct Model {
@@ -59,8 +102,8 @@ pub struct Model {
     pub gguf: Arc<Gguf>,
     pub config: Config,
     pub tok_embd: Weight,
-    pub output_norm: Vec<f32>,
-    pub output: Weight,
+    pub inputs: InputExtras,
+    pub head: Head,
     pub rope_freqs: Option<Vec<f32>>,
     pub layers: Vec<Layer>,
     /// The layers (and output layer) held by a GPU, when offloaded (`gpu::attach`).
@@ -75,43 +118,103 @@ impl Model {
         let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
         let (q_dim, kv_dim, v_dim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
         let tok_embd = ld.matrix("token_embd.weight", e, c.n_vocab)?;
-        let output_norm = ld.vector("output_norm.weight", e)?;
-        let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
-            Some(w) => w,
-            // llama.cpp keeps the embedding table out of its repacked buffer
-            None => tok_embd.as_plain(),
+        let layer_norm = |name: &str| -> Result<Option<Norm>> {
+            match ld.opt_vector(&format!("{name}.weight"), e)? {
+                Some(w) => Ok(Some(Norm::Layer { w, b: ld.vector(&format!("{name}.bias"), e)? })),
+                None => Ok(None),
+            }
+        };
+        let rms = |name: &str| -> Result<Option<Norm>> { Ok(ld.opt_vector(name, e)?.map(Norm::Rms)) };
+        let (inputs, head) = if c.arch.is_encoder() {
+            let inputs = InputExtras {
+                pos_embd: Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?),
+                token_type0: ld.opt_first_row("token_types.weight", e)?,
+                norm: layer_norm("token_embd_norm")?,
+            };
+            let dense = match ld.opt_matrix("cls.weight", e, e)? {
+                Some(w) => Some((w, ld.opt_vector("cls.bias", e)?)),
+                None => None,
+            };
+            let out = match ld.has("cls.output.weight") {
+                true => {
+                    let n_out = ld.info("cls.output.weight")?.n_rows();
+                    Some((ld.matrix("cls.output.weight", e, n_out)?, ld.opt_vector("cls.output.bias", n_out)?))
+                }
+                false => None,
+            };
+            let classifier = if dense.is_some() || out.is_some() { Some(Classifier { dense, out }) } else { None };
+            (inputs, Head::Encoder { classifier })
+        } else {
+            let norm = ld.vector("output_norm.weight", e)?;
+            let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
+                Some(w) => w,
+                // llama.cpp keeps the embedding table out of its repacked buffer
+                None => tok_embd.as_plain(),
+            };
+            (InputExtras::default(), Head::Lm { norm, output })
         };
         let rope_freqs = ld.opt_vector("rope_freqs.weight", c.n_rot / 2)?;
         let mut layers = Vec::with_capacity(c.n_layer);
         for il in 0..c.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
             let b = |s: &str| format!("blk.{il}.{s}.bias");
+            let t = |s: &str| format!("blk.{il}.{s}");
             let qkv = if ld.has(&n("attn_qkv")) {
                 Qkv::Fused(ld.matrix(&n("attn_qkv"), e, q_dim + kv_dim + v_dim)?)
             } else {
                 Qkv::Split { q: ld.matrix(&n("attn_q"), e, q_dim)?, k: ld.matrix(&n("attn_k"), e, kv_dim)?, v: ld.matrix(&n("attn_v"), e, v_dim)? }
             };
             let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
-            let ffn = match ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)? {
-                Some(gate) => Ffn::Gated { gate, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down },
-                None => Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down },
+            let ffn = if c.arch.is_encoder() {
+                let up = ld.matrix(&n("ffn_up"), e, c.n_ff)?;
+                Ffn::Plain { up, up_bias: ld.opt_vector(&b("ffn_up"), c.n_ff)?, down, down_bias: ld.opt_vector(&b("ffn_down"), e)? }
+            } else {
+                match ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)? {
+                    Some(gate) => Ffn::Gated { gate, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down },
+                    None => Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down },
+                }
+            };
+            let (attn_norms, ffn_norms) = if c.arch.is_encoder() {
+                let need = |name: &str| -> Result<Option<Norm>> {
+                    match layer_norm(&t(name))? {
+                        Some(x) => Ok(Some(x)),
+                        None => Err(ld.missing(&n(name))),
+                    }
+                };
+                (Norms { residual: need("attn_output_norm")?, ..Default::default() }, Norms { residual: need("layer_output_norm")?, ..Default::default() })
+            } else {
+                (
+                    Norms { pre: Some(Norm::Rms(ld.vector(&n("attn_norm"), e)?)), post: rms(&n("post_attention_norm"))?, residual: None },
+                    Norms { pre: Some(Norm::Rms(ld.vector(&n("ffn_norm"), e)?)), post: rms(&n("post_ffw_norm"))?, residual: None },
+                )
             };
             layers.push(Layer {
-                attn_norm: ld.vector(&n("attn_norm"), e)?,
+                attn_norms,
                 attn: Attention {
                     qkv,
                     bias: [ld.opt_vector(&b("attn_q"), q_dim)?, ld.opt_vector(&b("attn_k"), kv_dim)?, ld.opt_vector(&b("attn_v"), v_dim)?],
                     q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
                     k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
                     wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
+                    wo_bias: ld.opt_vector(&b("attn_output"), e)?,
                 },
-                post_attn_norm: ld.opt_vector(&n("post_attention_norm"), e)?,
-                ffn_norm: ld.vector(&n("ffn_norm"), e)?,
+                ffn_norms,
                 ffn,
-                post_ffn_norm: ld.opt_vector(&n("post_ffw_norm"), e)?,
             });
         }
-        Ok(Model { gguf, config, tok_embd, output_norm, output, rope_freqs, layers, gpu: None })
+        Ok(Model { gguf, config, tok_embd, inputs, head, rope_freqs, layers, gpu: None })
+    }
+
+    /// The final norm and output matrix of a decoder; an encoder has none.
+    pub fn lm_head(&self) -> Result<(&[f32], &Weight)> {
+        match &self.head {
+            Head::Lm { norm, output } => Ok((norm, output)),
+            Head::Encoder { .. } => Err(Error::NotSupported(format!(
+                "{} is an encoder ({}): it computes embeddings (/v1/embeddings, Engine.embed; rerankers /rerank), not text",
+                self.gguf.path().display(),
+                self.config.arch.name()
+            ))),
+        }
     }
 
     /// Move the layers `cfg` asks for to a GPU; returns the line to log about it.

@@ -2,7 +2,7 @@
 //! typed layer (`Layer`, `Qkv`, `Ffn`), walked by the CPU forward pass (`forward.rs`) and
 //! by the GPU offload (`gpu/offload.rs`, which also uploads the weights the steps name).
 //! What differs per backend is how a step runs, not which steps run.
-use super::{Activation, Ffn, Model, Qkv};
+use super::{Activation, Ffn, Model, Norm, Norms, Qkv};
 use crate::cpu::Weight;
 
 /// The activation buffers steps read and write, one row per token.
@@ -29,6 +29,9 @@ pub enum Step<'m> {
     /// `dst = RMSNorm(src) · w` over each of `groups` pieces of `width` values per token
     /// (`src == dst`: in place).
     Norm { src: Buf, dst: Buf, w: &'m [f32], width: usize, groups: usize, name: &'static str },
+    /// `dst = LayerNorm(src) · w + b` over each token's `width` values (`src == dst`: in
+    /// place).
+    LayerNorm { src: Buf, dst: Buf, w: &'m [f32], b: &'m [f32], width: usize, name: &'static str },
     /// `dst = W[lo..hi] · src`: rows `lo..hi` of `w` (all of it, or one part of a fused
     /// projection).
     MatMul { w: &'m Weight, lo: usize, hi: usize, src: Buf, dst: Buf, name: &'static str },
@@ -45,19 +48,45 @@ pub enum Step<'m> {
     Residual { src: Buf },
     /// `Gate = act(Gate) ⊙ Up`.
     GatedAct(Activation),
+    /// `buf = act(buf)` over `width` values per token (an ungated FFN).
+    Act { buf: Buf, act: Activation, width: usize },
     /// An activation tap for op-by-op comparison with llama.cpp (`probe.rs`; the CPU's only).
     Tap { buf: Buf, width: usize, name: &'static str },
 }
 
-/// A block's output O: its optional post-norm (Gemma 3), then the residual add into X;
-/// `names`: the norm's tensor, and the taps after the norm and after the add.
-fn block_out<'m>(s: &mut Vec<Step<'m>>, post_norm: Option<&'m [f32]>, e: usize, names: [&'static str; 3]) {
-    if let Some(w) = post_norm {
-        s.push(Step::Norm { src: Buf::O, dst: Buf::O, w, width: e, groups: 1, name: names[0] });
+/// `dst = norm(src)` as one step, RMS or LayerNorm.
+fn norm<'m>(n: &'m Norm, src: Buf, dst: Buf, e: usize, name: &'static str) -> Step<'m> {
+    match n {
+        Norm::Rms(w) => Step::Norm { src, dst, w, width: e, groups: 1, name },
+        Norm::Layer { w, b } => Step::LayerNorm { src, dst, w, b, width: e, name },
+    }
+}
+
+/// A block's input: its pre-norm of X into H, or X itself when it has none.
+fn block_in<'m>(s: &mut Vec<Step<'m>>, norms: &'m Norms, e: usize, name: &'static str) -> Buf {
+    match &norms.pre {
+        Some(n) => {
+            s.push(norm(n, Buf::X, Buf::H, e, name));
+            s.push(Step::Tap { buf: Buf::H, width: e, name });
+            Buf::H
+        }
+        None => Buf::X,
+    }
+}
+
+/// A block's output O: its optional post-norm (Gemma 3), the residual add into X, then
+/// the optional norm of the sum (BERT); `names`: the post-norm's tensor, the taps after
+/// it and after the add, and the norm of the sum.
+fn block_out<'m>(s: &mut Vec<Step<'m>>, norms: &'m Norms, e: usize, names: [&'static str; 4]) {
+    if let Some(n) = &norms.post {
+        s.push(norm(n, Buf::O, Buf::O, e, names[0]));
     }
     s.push(Step::Tap { buf: Buf::O, width: e, name: names[1] });
     s.push(Step::Residual { src: Buf::O });
     s.push(Step::Tap { buf: Buf::X, width: e, name: names[2] });
+    if let Some(n) = &norms.residual {
+        s.push(norm(n, Buf::X, Buf::X, e, names[3]));
+    }
 }
 
 impl Model {
@@ -72,16 +101,15 @@ impl Model {
         let swa = c.is_swa(il);
         let mut s = Vec::with_capacity(40);
         let tap = |buf, width, name| Step::Tap { buf, width, name };
-        s.push(Step::Norm { src: X, dst: H, w: &l.attn_norm, width: e, groups: 1, name: "attn_norm" });
-        s.push(tap(H, e, "attn_norm"));
+        let x = block_in(&mut s, &l.attn_norms, e, "attn_norm");
         let a = &l.attn;
         let (wq, wk, wv, k0, v0) = match &a.qkv {
             Qkv::Split { q, k, v } => (q, k, v, 0, 0),
             Qkv::Fused(w) => (w, w, w, qd, qd + kd),
         };
-        s.push(Step::MatMul { w: wq, lo: 0, hi: qd, src: H, dst: Q, name: "attn_q" });
-        s.push(Step::MatMul { w: wk, lo: k0, hi: k0 + kd, src: H, dst: K, name: "attn_k" });
-        s.push(Step::MatMul { w: wv, lo: v0, hi: v0 + vd, src: H, dst: V, name: "attn_v" });
+        s.push(Step::MatMul { w: wq, lo: 0, hi: qd, src: x, dst: Q, name: "attn_q" });
+        s.push(Step::MatMul { w: wk, lo: k0, hi: k0 + kd, src: x, dst: K, name: "attn_k" });
+        s.push(Step::MatMul { w: wv, lo: v0, hi: v0 + vd, src: x, dst: V, name: "attn_v" });
         s.extend([tap(Q, qd, "Qcur"), tap(K, kd, "Kcur"), tap(V, vd, "Vcur")]);
         for (b, dst, name) in [(&a.bias[0], Q, "attn_q.bias"), (&a.bias[1], K, "attn_k.bias"), (&a.bias[2], V, "attn_v.bias")] {
             if let Some(b) = b {
@@ -95,7 +123,9 @@ impl Model {
             s.push(Step::Norm { src: K, dst: K, w, width: hd, groups: c.n_head_kv, name: "attn_k_norm" });
         }
         s.extend([tap(Q, qd, "Qcur_normed"), tap(K, kd, "Kcur_normed")]);
-        s.push(Step::Rope { swa });
+        if c.rope {
+            s.push(Step::Rope { swa });
+        }
         if c.q_scale != 1.0 {
             s.push(Step::Scale { buf: Q, s: c.q_scale, width: qd });
         }
@@ -103,21 +133,39 @@ impl Model {
         s.push(Step::Attention { swa });
         s.push(tap(Attn, ad, "kqv_out"));
         s.push(Step::MatMul { w: &a.wo, lo: 0, hi: a.wo.n_out, src: Attn, dst: O, name: "attn_output" });
+        if let Some(b) = &a.wo_bias {
+            s.push(Step::AddBias { dst: O, b, name: "attn_output.bias" });
+        }
         s.push(tap(O, e, "attn_o"));
-        block_out(&mut s, l.post_attn_norm.as_deref(), e, ["post_attention_norm", "attn_post_norm", "sa_out"]);
+        block_out(&mut s, &l.attn_norms, e, ["post_attention_norm", "attn_post_norm", "sa_out", "attn_output_norm"]);
 
-        s.push(Step::Norm { src: X, dst: H, w: &l.ffn_norm, width: e, groups: 1, name: "ffn_norm" });
-        s.push(tap(H, e, "ffn_norm"));
+        let x = block_in(&mut s, &l.ffn_norms, e, "ffn_norm");
         let down = match &l.ffn {
             Ffn::Gated { gate, up, down } => {
-                s.push(Step::MatMul { w: gate, lo: 0, hi: f, src: H, dst: Gate, name: "ffn_gate" });
-                s.push(Step::MatMul { w: up, lo: 0, hi: f, src: H, dst: Up, name: "ffn_up" });
+                s.push(Step::MatMul { w: gate, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
+                s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
                 down
             }
             Ffn::GatedFused { gate_up, down } => {
-                s.push(Step::MatMul { w: gate_up, lo: 0, hi: f, src: H, dst: Gate, name: "ffn_gate" });
-                s.push(Step::MatMul { w: gate_up, lo: f, hi: 2 * f, src: H, dst: Up, name: "ffn_up" });
+                s.push(Step::MatMul { w: gate_up, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
+                s.push(Step::MatMul { w: gate_up, lo: f, hi: 2 * f, src: x, dst: Up, name: "ffn_up" });
                 down
+            }
+            Ffn::Plain { up, up_bias, down, down_bias } => {
+                s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
+                if let Some(b) = up_bias {
+                    s.push(Step::AddBias { dst: Up, b, name: "ffn_up.bias" });
+                }
+                s.push(tap(Up, f, "ffn_up"));
+                s.push(Step::Act { buf: Up, act: c.activation, width: f });
+                s.push(tap(Up, f, "ffn_gelu"));
+                s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Up, dst: O, name: "ffn_down" });
+                if let Some(b) = down_bias {
+                    s.push(Step::AddBias { dst: O, b, name: "ffn_down.bias" });
+                }
+                s.push(tap(O, e, "ffn_out"));
+                block_out(&mut s, &l.ffn_norms, e, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
+                return s;
             }
         };
         s.extend([tap(Gate, f, "ffn_gate"), tap(Up, f, "ffn_up")]);
@@ -125,7 +173,7 @@ impl Model {
         s.push(tap(Gate, f, "ffn_geglu"));
         s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Gate, dst: O, name: "ffn_down" });
         s.push(tap(O, e, "ffn_out"));
-        block_out(&mut s, l.post_ffn_norm.as_deref(), e, ["post_ffw_norm", "ffn_post_norm", "l_out"]);
+        block_out(&mut s, &l.ffn_norms, e, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
         s
     }
 

@@ -80,6 +80,26 @@ impl<'a> Loader<'a> {
         Ok(out)
     }
 
+    /// The first row (of `n` values) of a 2-D tensor, dequantized (BERT's token type 0).
+    pub fn opt_first_row(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>> {
+        let Some(t) = self.g.tensor(name) else { return Ok(None) };
+        if t.dims.first().copied() != Some(n as u64) || t.n_rows() == 0 {
+            return Err(self.err(name, format!("has shape {:?}, expected [{n}, n_types]", t.dims)));
+        }
+        if !t.ty.is_supported() {
+            return Err(self.unsupported(t));
+        }
+        let row = t.ty.row_bytes(t.row_len());
+        let mut out = vec![0f32; n];
+        quant::dequantize(t.ty, &self.g.tensor_data(t)[..row], &mut out);
+        Ok(Some(out))
+    }
+
+    /// The error for a tensor the model needs that the file lacks.
+    pub fn missing(&self, name: &str) -> Error {
+        self.err(name, "is required but missing from the file".into())
+    }
+
     pub fn opt_vector(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>> {
         if self.has(name) {
             self.vector(name, n).map(Some)

@@ -113,6 +113,38 @@ impl PyEngine {
         Ok((PyBytes::new(py, bytes), ids.len(), nv))
     }
 
+    /// Hidden states of several token-id sequences, each on its own (an encoder batches
+    /// them): one (float32 bytes, n_rows, n_embd) per sequence.
+    fn hidden_states_many<'py>(&self, py: Python<'py>, seqs: Vec<Vec<i64>>) -> PyResult<Vec<(Bound<'py, PyBytes>, usize, usize)>> {
+        let seqs = seqs.iter().map(|s| self.check_ids(s, "ids")).collect::<PyResult<Vec<_>>>()?;
+        let out = py.detach(|| self.inner.hidden_states_many(&seqs)).map_err(to_py)?;
+        let e = self.inner.model.config.n_embd;
+        Ok(out
+            .iter()
+            .map(|h| {
+                // SAFETY: f32 has no padding or invalid bit patterns; viewing it as bytes is sound.
+                let bytes = unsafe { std::slice::from_raw_parts(h.as_ptr() as *const u8, h.len() * 4) };
+                (PyBytes::new(py, bytes), h.len() / e, e)
+            })
+            .collect())
+    }
+
+    /// An encoder's classifier scores for several token-id sequences (batched).
+    fn classify_many(&self, py: Python<'_>, seqs: Vec<Vec<i64>>) -> PyResult<Vec<Vec<f32>>> {
+        let seqs = seqs.iter().map(|s| self.check_ids(s, "ids")).collect::<PyResult<Vec<_>>>()?;
+        py.detach(|| {
+            let hs = self.inner.hidden_states_many(&seqs)?;
+            hs.iter().map(|h| self.inner.model.classify(&self.inner.pool, h)).collect::<crate::error::Result<Vec<_>>>()
+        })
+        .map_err(to_py)
+    }
+
+    /// An encoder's classifier scores for token ids (rerankers).
+    fn classify(&self, py: Python<'_>, ids: Vec<i64>) -> PyResult<Vec<f32>> {
+        let ids = self.check_ids(&ids, "ids")?;
+        py.detach(|| self.inner.classify(&ids)).map_err(to_py)
+    }
+
     /// Final-normed hidden states of every position as float32 bytes: (bytes, n_rows, n_embd).
     fn hidden_states<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
         let ids = self.check_ids(&ids, "ids")?;
@@ -295,6 +327,7 @@ impl PyEngine {
         let d = PyDict::new(py);
         d.set_item("path", g.path().to_string_lossy().into_owned())?;
         d.set_item("arch", c.arch.name())?;
+        d.set_item("encoder", c.arch.is_encoder())?;
         d.set_item("name", g.get("general.name").and_then(|v| v.as_str()).unwrap_or(""))?;
         d.set_item("n_vocab", c.n_vocab)?;
         d.set_item("n_ctx", e.config.n_ctx)?;
@@ -319,6 +352,10 @@ impl PyEngine {
         d.set_item("eos", v.eos)?;
         d.set_item("eot", v.eot)?;
         d.set_item("add_bos", v.add_bos)?;
+        d.set_item("add_eos", v.add_eos)?;
+        d.set_item("add_sep", v.add_sep)?;
+        d.set_item("sep", v.sep)?;
+        d.set_item("classifier", matches!(&e.model.head, crate::model::Head::Encoder { classifier: Some(_) }))?;
         d.set_item("chat_template", g.get("tokenizer.chat_template").and_then(|v| v.as_str()))?;
         // named variants: tokenizer.chat_template.<name> (e.g. tool_use, rag)
         let variants = PyDict::new(py);

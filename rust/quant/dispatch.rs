@@ -69,7 +69,12 @@ pub fn dot_fn(ty: GgmlType) -> Option<DotFn> {
 /// else the scalar reference (`scalar::dot_batch`). Tile kernels carry their own
 /// (`TileKernel::batch`). NEON kernels follow no llama.cpp order, so NEON has no batch order.
 pub fn dot_batch_fn(ty: GgmlType) -> Option<DotFn> {
-    match isa() {
+    dot_batch_fn_for(ty, isa())
+}
+
+/// [`dot_batch_fn`] under `isa`.
+pub fn dot_batch_fn_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
+    match isa {
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 | Isa::Avx512 => super::avx2::dot_batch(ty).or_else(|| super::scalar::dot_batch(ty)),
         Isa::Scalar => super::scalar::dot_batch(ty),

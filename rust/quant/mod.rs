@@ -56,6 +56,8 @@ mod avx512;
 mod avx512_packed;
 #[cfg(target_arch = "x86_64")]
 mod avx512_tile;
+#[cfg(target_arch = "x86_64")]
+mod float_tile;
 pub mod blocks;
 pub mod dispatch;
 pub mod f16;

@@ -107,13 +107,16 @@ fn tiles_equal_single_row_dots_bit_for_bit() {
     let _ = covered;
 }
 
-/// The batch-order tiles (Q4_K, Q6_K; `TileKernel::batch`) against the scalar batch-order dot.
+/// The batch-order tiles (Q4_K, Q6_K; F32, F16 in tinyBLAS's order; `TileKernel::batch`)
+/// against the scalar batch-order dot.
 #[test]
 fn batch_tiles_equal_scalar_batch_dots_bit_for_bit() {
     let mut rng = Rng(93);
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F32, GgmlType::F16] {
         let reference = super::scalar::dot_batch(ty).expect("batch-order reference");
-        for n in [256usize, 768, 2048] {
+        // (40: not a multiple of 16, where tinyBLAS declines and the vec_dot order applies)
+        let ns: &[usize] = if ty.block_size() == 1 { &[40, 96, 256, 384] } else { &[256, 768, 2048] };
+        for &n in ns {
             // (rows past 16 and 32: the lanes of more than one packed Q4_K panel)
             for (rows, cols) in [(1, 1), (5, 1), (3, 7), (4, 8), (7, 17), (17, 9), (35, 4)] {
                 let (w, w_stride) = weights(ty, n, rows, 40, &mut rng, Fill::Random);
@@ -207,7 +210,7 @@ fn tile_kernels_exist_where_expected() {
         }
     }
     assert!(tile_kernel_for(GgmlType::Q8_0, Isa::Scalar).is_none());
-    assert!(tile_kernel_for(GgmlType::F16, super::isa()).is_none());
+    assert!(tile_kernel_for(GgmlType::BF16, super::isa()).is_none());
 }
 
 /// CPU time of this thread in seconds (benchmarks on a shared machine: time spent descheduled

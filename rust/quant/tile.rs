@@ -13,6 +13,7 @@
 //! | avx512vnni | Q8_0, Q5_0, Q4_0, IQ4_NL, Q4_1, Q5_1: 512-bit, two blocks per register, packed activations (`avx512_tile.rs`) | 1 × 16 (rows ≤ 1024 elements), 3 × 6; decode 1 × 1 |
 //! | avx512     | Q4_K, Q6_K: the 512-bit bodies of `avx512.rs` (plain or VNNI); batch orders under VNNI: 16-row panels repacked per call, rows in lanes (`avx512_packed.rs`) | 1 × 8 (panels: 16 × 4), decode 1 × 1 |
 //! | avx2       | the 32-element types (`avx2_q.rs`), Q4_K, Q6_K (`avx2_k.rs`)      | 1 × 4, decode 1 × 1 |
+//! | avx2, avx512 | F32, F16 in tinyBLAS's 16-lane chains for batches, the `DotFn` loop for one token (`float_tile.rs`) | avx2 1 × 4, avx512 2 × 8 |
 //!
 //! Decode reads one row at a time: the weights stream from memory as one sequential run,
 //! which the hardware prefetchers follow; 4 rows in flight (4 streams a row apart) measured
@@ -61,13 +62,13 @@ pub fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
 pub fn tile_kernel_for(ty: GgmlType, isa: Isa) -> Option<TileKernel> {
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => super::avx2_tile::kernel(ty),
+        Isa::Avx2 => super::float_tile::kernel(ty, isa).or_else(|| super::avx2_tile::kernel(ty)),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => match super::avx512::dot(ty) {
+        Isa::Avx512 => super::float_tile::kernel(ty, isa).or_else(|| match super::avx512::dot(ty) {
             // the AVX-512 kernel for the type, or (only when it has none) the AVX2 one
             Some(_) => super::avx512_tile::kernel(ty),
             None => super::avx2_tile::kernel(ty),
-        },
+        }),
         _ => {
             let _ = ty;
             None

@@ -6,6 +6,7 @@ pub mod pre;
 pub mod spm;
 pub mod stream;
 pub mod vocab;
+pub mod wpm;
 
 pub use stream::StreamDecoder;
 pub use vocab::{attr, Vocab, VocabKind};
@@ -32,7 +33,7 @@ impl Tokenizer {
     pub fn from_gguf(g: &Gguf) -> Result<Tokenizer> {
         let vocab = Vocab::from_gguf(g)?;
         let bpe = match vocab.kind {
-            VocabKind::Spm => None,
+            VocabKind::Spm | VocabKind::Wpm => None,
             VocabKind::Bpe => {
                 if g.get("tokenizer.ggml.merges").is_none() {
                     return Err(Error::Tokenizer(format!(
@@ -120,6 +121,10 @@ impl Tokenizer {
                     is_prev_special = true;
                 }
                 Fragment::Text(raw) => {
+                    if v.kind == VocabKind::Wpm {
+                        wpm::tokenize(v, v.wpm, &String::from_utf8_lossy(raw), &mut out);
+                        continue;
+                    }
                     if let Some(bpe) = &self.bpe {
                         // fragments of a &str cut at token texts (themselves UTF-8)
                         bpe.tokenize(v, &String::from_utf8_lossy(raw), &mut out);
@@ -144,6 +149,11 @@ impl Tokenizer {
         if add_special && v.add_eos {
             if let Some(e) = v.eos {
                 out.push(e);
+            }
+        }
+        if add_special && v.add_sep {
+            if let Some(s) = v.sep {
+                out.push(s);
             }
         }
         out

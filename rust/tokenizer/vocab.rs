@@ -21,6 +21,8 @@ pub enum VocabKind {
     Spm,
     /// Byte-level BPE (tokenizer.ggml.model = "gpt2")
     Bpe,
+    /// WordPiece (tokenizer.ggml.model = "bert")
+    Wpm,
 }
 
 pub struct Vocab {
@@ -36,8 +38,13 @@ pub struct Vocab {
     pub eot: Option<u32>,
     pub unk: Option<u32>,
     pub pad: Option<u32>,
+    /// The separator appended after a text when `add_sep` (WordPiece: `[SEP]`).
+    pub sep: Option<u32>,
     pub add_bos: bool,
     pub add_eos: bool,
+    pub add_sep: bool,
+    /// WordPiece normalizer switches (`tokenizer.ggml.normalizer.*`).
+    pub wpm: super::wpm::WpmOptions,
     pub add_space_prefix: bool,
     /// End-of-generation tokens (eos, eot and known turn-end tokens).
     pub eog: Vec<u32>,
@@ -80,9 +87,10 @@ impl Vocab {
         let kind = match model {
             "llama" => VocabKind::Spm,
             "gpt2" => VocabKind::Bpe,
+            "bert" => VocabKind::Wpm,
             other => {
                 return Err(Error::Tokenizer(format!(
-                    "{}: tokenizer model '{other}' is not supported (supported: llama (SPM), gpt2 (BPE))",
+                    "{}: tokenizer model '{other}' is not supported (supported: llama (SPM), gpt2 (BPE), bert (WordPiece))",
                     g.path().display()
                 )))
             }
@@ -149,11 +157,14 @@ impl Vocab {
         let (def_bos, def_eos, def_unk) = match kind {
             VocabKind::Spm => (Some(1), Some(2), Some(0)),
             VocabKind::Bpe => (Some(11).filter(|_| !pre_cfg.no_default_bos), Some(11), None),
+            // [CLS], no end-of-sequence token, [UNK] (llama-vocab.cpp)
+            VocabKind::Wpm => (Some(101), None, Some(100)),
         };
         let bos = id("tokenizer.ggml.bos_token_id").or(def_bos.filter(|&i| i < n as u32));
         let eos = id("tokenizer.ggml.eos_token_id").or(def_eos.filter(|&i| i < n as u32));
         let unk = id("tokenizer.ggml.unknown_token_id").or(def_unk.filter(|&i| i < n as u32));
-        let pad = id("tokenizer.ggml.padding_token_id");
+        let pad = id("tokenizer.ggml.padding_token_id").or(if kind == VocabKind::Wpm { Some(0) } else { None });
+        let sep = id("tokenizer.ggml.seperator_token_id").or(if kind == VocabKind::Wpm { Some(102).filter(|&i| i < n as u32) } else { None });
         let mut eot = id("tokenizer.ggml.eot_token_id");
         if eot.is_none() {
             for t in EOT_TEXTS {
@@ -224,8 +235,11 @@ impl Vocab {
             let hex = format!("<0x{b:02X}>");
             *slot = token_to_id.get(hex.as_bytes()).copied().or_else(|| token_to_id.get(&[b as u8][..]).copied());
         }
-        let add_bos = flag("tokenizer.ggml.add_bos_token", kind == VocabKind::Spm || (kind == VocabKind::Bpe && pre_cfg.add_bos));
+        let add_bos = flag("tokenizer.ggml.add_bos_token", kind != VocabKind::Bpe || pre_cfg.add_bos);
         let add_eos = flag("tokenizer.ggml.add_eos_token", false);
+        let add_sep = flag("tokenizer.ggml.add_sep_token", kind == VocabKind::Wpm);
+        let lowercase = flag("tokenizer.ggml.normalizer.lowercase", true);
+        let wpm = super::wpm::WpmOptions { lowercase, strip_accents: flag("tokenizer.ggml.normalizer.strip_accents", lowercase) };
         let add_space_prefix = flag("tokenizer.ggml.add_space_prefix", kind == VocabKind::Spm);
         Ok(Vocab {
             kind,
@@ -240,8 +254,11 @@ impl Vocab {
             eot,
             unk,
             pad,
+            sep,
             add_bos,
             add_eos,
+            add_sep,
+            wpm,
             add_space_prefix,
             eog,
             special_cache,

@@ -88,6 +88,21 @@ class EmbeddingRequest(msgspec.Struct, kw_only=True):
     embd_normalize: Optional[float] = None  # None: the server's --embd-normalize (default 2)
 
 
+class RerankRequest(msgspec.Struct, kw_only=True):
+    """/rerank (and /reranking, /v1/rerank, /v1/reranking): llama-server's Jina form
+    (`query`, `documents`, `top_n`), TEI's (`texts`, `return_text`), and Jina's / LocalAI's
+    `return_documents`. Fields are checked by llamars.rerank.check, with llama-server's
+    messages."""
+
+    query: Any = None
+    documents: Any = None
+    texts: Any = None
+    top_n: Any = None
+    model: Optional[str] = None
+    return_text: bool = False
+    return_documents: bool = False
+
+
 class InfillExtra(msgspec.Struct, kw_only=True):
     filename: str = "tmp"  # llama-server's default
     text: str = ""

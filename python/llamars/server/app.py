@@ -18,7 +18,7 @@ from ..agent.toolbox import Toolbox
 from ..engine import Engine
 from .auth import make_guard
 from .errors import HANDLERS
-from .routes import chat, completion, edits, embeddings, infill, messages, slots, status, tokenize
+from .routes import chat, completion, edits, embeddings, infill, messages, rerank, slots, status, tokenize
 from .routes import webui
 from .routes import tools as tools_routes
 from .routes import streams as streams_routes
@@ -35,7 +35,7 @@ def create_app(config: ServerConfig, engine: Optional[Engine] = None) -> Litesta
     toolbox = Toolbox.from_config(config)  # (MCP servers list their tools now; ToolsConfigError stops the start)
     svc = Service(config, engine)
     responses = Responses(config)  # the Responses API's store and background generations
-    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES, *edits.ROUTES]
+    handlers = [*status.ROUTES, *completion.ROUTES, *chat.ROUTES, *tokenize.ROUTES, *slots.ROUTES, *embeddings.ROUTES, *infill.ROUTES, *messages.ROUTES, *edits.ROUTES, *rerank.ROUTES]
     handlers += responses_routes.ROUTES + streams_routes.ROUTES + tools_routes.ROUTES
     handlers += webui.routes(config)  # GET / and its static files (none with --no-webui)
     prefix = config.api_prefix.rstrip("/")

@@ -77,7 +77,7 @@ class Service:
             self.log(f"llamars-server: {eng.info['gpu_note']}")
         for url in self.open_urls:
             self.log(f"llamars-server: ready: open {url}/ for the chat page, or use the API at {url}/v1"
-                     if c.webui else f"llamars-server: ready: the API is at {url}/v1 (and llama-server's routes at {url}/)")
+                     if c.webui and not eng.info.get("encoder") else f"llamars-server: ready: the API is at {url}/v1 (and llama-server's routes at {url}/)")
 
     def log(self, message: str, level: str = "I") -> None:
         self.logline(message, level)
@@ -87,6 +87,19 @@ class Service:
 
         e = self.engine
         assert e is not None
+        c = self.config
+        if e.info.get("encoder") and e.info.get("classifier") and e.info.get("pooling_type") == 4 and not c.rerank:
+            c.rerank = True
+            self.log(f"llamars-server: {e.info['arch']} reranker (a classification head, pooling rank): serving /rerank (--rerank is implied)")
+        if c.rerank:
+            # llama-server: --rerank is --embeddings --pooling rank
+            c.embedding, c.pooling = True, c.pooling or "rank"
+            if not e.info.get("classifier"):
+                self.log(f"llamars-server: --rerank: {e.info['arch']} has no classification head (cls.output.weight); /rerank will answer 501", "W")
+        if e.info.get("encoder") and not c.embedding:
+            # an encoder computes embeddings and nothing else
+            c.embedding = True
+            self.log(f"llamars-server: {e.info['arch']} is an encoder model: serving embeddings (--embeddings is implied)")
         self.template = template_for(e, self.config.chat_template, self.config.chat_template_file)
         self.localai = None  # --model-config's prompt templates (completion, edit; chat when given)
         if self.config.model_config:

@@ -10,7 +10,7 @@
 //! and Llama-3 splitters, `\s` = White_Space, and its `std::wregex` fallback that
 //! sees non-ASCII whitespace as U+000B in the regexes without `\p{..}`.
 mod rules;
-mod unicode;
+pub(crate) mod unicode;
 
 pub use rules::{Class, Lead, Rule};
 

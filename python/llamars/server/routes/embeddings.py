@@ -6,6 +6,7 @@ import asyncio
 import base64
 from typing import Optional
 
+import numpy as np
 from litestar.di import NamedDependency
 from litestar.params import JSONBody
 from litestar import Response, post
@@ -42,10 +43,16 @@ def _inputs(svc: NamedDependency[Service], raw, field: str = "input") -> list:
         bad = [t for t in ids if not 0 <= t < e.n_vocab]
         if bad:
             raise ApiError(400, f"{field}[{i}]: token id {bad[0]} is out of range [0, {e.n_vocab})")
-        if len(ids) > e.n_ctx_slot:
-            raise overflow(len(ids), e.n_ctx_slot)
+        if len(ids) > input_limit(e):
+            raise overflow(len(ids), input_limit(e))
         out.append(ids)
     return out
+
+
+def input_limit(e) -> int:
+    """Tokens one input may have: a slot's context, or an encoder's whole context (its
+    inputs run outside the slots, each in one batch)."""
+    return e.info["n_ctx"] if e.info.get("encoder") else e.n_ctx_slot
 
 
 def _pooling(svc: NamedDependency[Service]) -> str:
@@ -59,10 +66,22 @@ def _norm(svc: Service, given: Optional[float]) -> float:
     return svc.config.embd_normalize if given is None else given
 
 
-async def _embed(svc: NamedDependency[Service], ids: list, pooling: str, norm: float):
+# inputs per worker-thread call: an encoder evaluates them in shared batches; between
+# groups a client that has left stops the rest
+_GROUP = 32
+
+
+async def _embed_all(svc: NamedDependency[Service], seqs: list, pooling: str, norm: float) -> list:
+    """The rows of each input: pooled and normalised, or the classifier's for `rank`."""
     e = svc.need()
-    hidden = await asyncio.to_thread(e.hidden_states, ids)
-    return normalize(pool(hidden, pooling), norm)
+    out = []
+    for i in range(0, len(seqs), _GROUP):
+        group = seqs[i:i + _GROUP]
+        if pooling == "rank":
+            out += [np.array([s], dtype=np.float32) for s in await asyncio.to_thread(e.classify_many, group)]
+        else:
+            out += [normalize(pool(h, pooling), norm) for h in await asyncio.to_thread(e.hidden_states_many, group)]
+    return out
 
 
 @post(["/embedding", "/embeddings"], status_code=200, summary="llama.cpp embeddings")
@@ -71,10 +90,8 @@ async def embedding(data: JSONBody[EmbeddingRequest], svc: NamedDependency[Servi
     raw = data.content if data.content is not None else data.input
     if raw is None:
         raise ApiError(400, "content: required")
-    out = []
     field = "content" if data.content is not None else "input"
-    for i, ids in enumerate(await asyncio.to_thread(_inputs, svc, raw, field)):
-        out.append(await _embed(svc, ids, pooling, _norm(svc, data.embd_normalize)))
+    out = await _embed_all(svc, await asyncio.to_thread(_inputs, svc, raw, field), pooling, _norm(svc, data.embd_normalize))
     return await json_reply(lambda: [{"index": i, "embedding": rows.tolist()} for i, rows in enumerate(out)])
 
 
@@ -87,10 +104,9 @@ async def oai_embeddings(data: JSONBody[OAIEmbeddingRequest], svc: NamedDependen
         raise ApiError(400, f"encoding_format: must be 'float' or 'base64', got {data.encoding_format!r}")
     if data.dimensions is not None:
         raise ApiError(400, "dimensions: this model's embeddings cannot be shortened")
-    vecs, n_tok = [], 0
-    for ids in await asyncio.to_thread(_inputs, svc, data.input):
-        vecs.append((await _embed(svc, ids, pooling, _norm(svc, data.embd_normalize)))[0])
-        n_tok += len(ids)
+    seqs = await asyncio.to_thread(_inputs, svc, data.input)
+    vecs = [rows[0] for rows in await _embed_all(svc, seqs, pooling, _norm(svc, data.embd_normalize))]
+    n_tok = sum(len(s) for s in seqs)
 
     def body() -> dict:
         b64 = data.encoding_format == "base64"

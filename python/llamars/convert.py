@@ -1,0 +1,243 @@
+"""`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint
+(`config.json`, `model.safetensors`, `tokenizer.json` or `vocab.txt`, and the
+sentence-transformers pooling config when present) into a GGUF that llama.cpp loads
+as well: llama.cpp's tensor names (gguf's tensor map), metadata keys, vocabulary form
+(word-initial pieces as `▁piece`, `##` continuations bare) and type rules (1-D tensors,
+norms, position and token-type tables stay F32).
+
+Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import struct
+import sys
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import numpy as np
+
+from .errors import InvalidRequestError
+
+TYPES = ("f32", "f16", "q8_0")
+# GGUF pooling_type values (llama.cpp's enum)
+_POOLING = {"mean": 1, "cls": 2, "last": 3}
+_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
+_ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert"}
+
+
+class ConvertError(InvalidRequestError):
+    """The checkpoint cannot be converted; the message says why and what to do."""
+
+
+def _need(module: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ConvertError(f"llamars-convert needs the '{module}' package: pip install 'llamars[convert]'") from None
+
+
+def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
+    """(name, loader) for every tensor of a .safetensors file, memory-mapped; BF16 is
+    widened to F32."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) != 8:
+            raise ConvertError(f"{path}: not a safetensors file (shorter than its header)")
+        (n,) = struct.unpack("<Q", head)
+        if n > 100 << 20:
+            raise ConvertError(f"{path}: header of {n} bytes is not a safetensors header")
+        meta = json.loads(f.read(n))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
+    for name, t in meta.items():
+        if name == "__metadata__":
+            continue
+        dt, shape, (a, b) = t["dtype"], t["shape"], t["data_offsets"]
+
+        def load(name=name, dt=dt, shape=shape, a=a, b=b) -> np.ndarray:
+            if dt not in _SAFETENSORS_DTYPES:
+                raise ConvertError(f"{path}: tensor {name} has dtype {dt}; supported: F32, F16, BF16, F64")
+            raw = data[a:b]
+            if dt == "BF16":
+                return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape)
+            return raw.view(_SAFETENSORS_DTYPES[dt]).reshape(shape)
+
+        yield name, load
+
+
+def _vocab(model_dir: Path) -> tuple[list[str], list[int], dict]:
+    """Tokens in id order, their GGUF token types, and the normalizer switches."""
+    gguf = _need("gguf")
+    tj = model_dir / "tokenizer.json"
+    tc = json.loads((model_dir / "tokenizer_config.json").read_text()) if (model_dir / "tokenizer_config.json").is_file() else {}
+    if tj.is_file():
+        tokenizers = _need("tokenizers")
+        tok = tokenizers.Tokenizer.from_file(str(tj))
+        spec = json.loads(tj.read_text(encoding="utf-8"))
+        if spec.get("model", {}).get("type") != "WordPiece":
+            raise ConvertError(f"{tj}: tokenizer model {spec.get('model', {}).get('type')!r}; this converter handles WordPiece (BERT) vocabularies")
+        vocab = tok.get_vocab(with_added_tokens=True)
+        special = {a["content"] for a in spec.get("added_tokens", []) if a.get("special")}
+        norm = spec.get("normalizer") or {}
+        lowercase = bool(norm.get("lowercase", tc.get("do_lower_case", True)))
+        strip = norm.get("strip_accents")
+    elif (model_dir / "vocab.txt").is_file():
+        lines = (model_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        vocab = {t: i for i, t in enumerate(lines) if t or i < len(lines) - 1}
+        special = {t for t in vocab if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
+        lowercase = bool(tc.get("do_lower_case", True))
+        strip = tc.get("strip_accents")
+    else:
+        raise ConvertError(f"{model_dir}: neither tokenizer.json nor vocab.txt is there")
+    n = max(vocab.values()) + 1
+    tokens: list[Optional[str]] = [None] * n
+    for t, i in vocab.items():
+        tokens[i] = t
+    out, types = [], []
+    for i, t in enumerate(tokens):
+        if t is None:
+            out.append(f"[PAD{i}]")
+            types.append(gguf.TokenType.UNUSED)
+        elif t in special:
+            out.append(t)
+            types.append(gguf.TokenType.CONTROL)
+        else:
+            # llama.cpp's phantom-space form of a WordPiece vocabulary
+            out.append(t[2:] if t.startswith("##") else "\u2581" + t)
+            types.append(gguf.TokenType.NORMAL)
+    return out, [int(x) for x in types], {"lowercase": lowercase, "strip_accents": lowercase if strip is None else bool(strip)}
+
+
+def _pooling(model_dir: Path) -> Optional[int]:
+    modules = model_dir / "modules.json"
+    if not modules.is_file():
+        return None
+    for m in json.loads(modules.read_text()):
+        if m.get("type", "").endswith("Pooling"):
+            cfg = json.loads((model_dir / m["path"] / "config.json").read_text())
+            if cfg.get("pooling_mode_mean_tokens"):
+                return _POOLING["mean"]
+            if cfg.get("pooling_mode_cls_token"):
+                return _POOLING["cls"]
+            if cfg.get("pooling_mode_lasttoken"):
+                return _POOLING["last"]
+            return _POOLING.get(cfg.get("pooling_mode"))
+    return None
+
+
+def _qtype(gguf, name: str, ndim: int, want):
+    f32 = gguf.GGMLQuantizationType.F32
+    if ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
+        return f32
+    if name in ("position_embd.weight", "token_types.weight"):
+        return f32
+    return want
+
+
+def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[int, int, str], None]] = None) -> Path:
+    """Write the GGUF of the checkpoint in `model_dir` to `out`; returns its path."""
+    gguf = _need("gguf")
+    model_dir, out = Path(model_dir), Path(out)
+    if out_type not in TYPES:
+        raise ConvertError(f"--outtype must be one of {', '.join(TYPES)}, got {out_type!r}")
+    cfg_path = model_dir / "config.json"
+    if not cfg_path.is_file():
+        raise ConvertError(f"{model_dir}: config.json is missing (is this a Hugging Face model directory?)")
+    hp = json.loads(cfg_path.read_text())
+    names = hp.get("architectures") or []
+    arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
+    if arch is None and hp.get("model_type") == "bert":
+        arch = "bert"
+    if arch is None:
+        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT checkpoints")
+    if hp.get("position_embedding_type", "absolute") != "absolute":
+        raise ConvertError(f"{cfg_path}: position_embedding_type {hp['position_embedding_type']!r}; BERT here uses absolute positions")
+    st_files = sorted(model_dir.glob("*.safetensors"))
+    if not st_files:
+        raise ConvertError(f"{model_dir}: no .safetensors weights (convert a PyTorch checkpoint with safetensors first)")
+    n_layer = int(hp["num_hidden_layers"])
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layer)
+    tokens, toktypes, norm = _vocab(model_dir)
+    qt = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
+    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[out_type]
+
+    part = out.with_name(out.name + ".part")
+    w = gguf.GGUFWriter(str(part), arch)
+    w.add_name(model_dir.name)
+    w.add_block_count(n_layer)
+    w.add_context_length(int(hp["max_position_embeddings"]))
+    w.add_embedding_length(int(hp["hidden_size"]))
+    w.add_feed_forward_length(int(hp["intermediate_size"]))
+    w.add_head_count(int(hp["num_attention_heads"]))
+    w.add_layer_norm_eps(float(hp.get("layer_norm_eps", 1e-12)))
+    w.add_causal_attention(False)
+    w.add_file_type(ftype)
+    if (pool := _pooling(model_dir)) is not None:
+        w.add_pooling_type(gguf.PoolingType(pool))
+    w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
+    w.add_tokenizer_model("bert")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_types(toktypes)
+    w.add_bool("tokenizer.ggml.normalizer.lowercase", norm["lowercase"])
+    w.add_bool("tokenizer.ggml.normalizer.strip_accents", norm["strip_accents"])
+    gguf.SpecialVocab(model_dir, n_vocab=len(tokens)).add_to_gguf(w)
+
+    tensors = []
+    for f in st_files:
+        for name, load in read_safetensors(f):
+            n = name[5:] if name.startswith("bert.") else name
+            if n.endswith(".gamma"):
+                n = n[:-6] + ".weight"
+            if n.endswith(".beta"):
+                n = n[:-5] + ".bias"
+            if n in ("embeddings.position_ids", "pooler.dense.weight", "pooler.dense.bias") or n.startswith(("cls.predictions", "cls.seq_relationship")):
+                continue
+            new = tmap.get_name(n, try_suffixes=(".weight", ".bias"))
+            if new is None:
+                raise ConvertError(f"{f.name}: tensor {name} has no GGUF name for {arch}")
+            tensors.append((new, load))
+    total = len(tensors)
+    for i, (name, load) in enumerate(tensors):
+        data = np.ascontiguousarray(load(), dtype=np.float32)
+        t = _qtype(gguf, name, data.ndim, qt)
+        try:
+            q = gguf.quants.quantize(data, t)
+        except gguf.QuantError:
+            t = gguf.GGMLQuantizationType.F16
+            q = gguf.quants.quantize(data, t)
+        w.add_tensor(name, q, raw_dtype=t)
+        if progress:
+            progress(i + 1, total, name)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    part.replace(out)
+    return out
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint to GGUF.")
+    p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
+    p.add_argument("out", help="the GGUF file to write")
+    p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")
+    a = p.parse_args(argv)
+
+    def show(i: int, n: int, name: str) -> None:
+        sys.stderr.write(f"\rllamars-convert: {i}/{n} tensors ({name})\x1b[K")
+        if i == n:
+            sys.stderr.write("\n")
+
+    try:
+        path = convert(a.model_dir, a.out, a.type, progress=show)
+    except ConvertError as e:
+        print(f"llamars-convert: {e}", file=sys.stderr)
+        return 2
+    print(f"llamars-convert: wrote {path} ({path.stat().st_size / 2**20:.1f} MiB, {a.type})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

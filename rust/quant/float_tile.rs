@@ -1,0 +1,262 @@
+//! F32 / F16 tile kernels (AVX2, AVX-512): llama.cpp's tinyBLAS order for batches, with
+//! several independent accumulation chains per call. tinyBLAS gives each output one
+//! 16-lane f32 chain (lane j sums elements ≡ j mod 16 with FMA, then `reduce16`); the
+//! `DotFn` (`avx2::f16_f16_tiny`) runs that chain alone and waits on the FMA latency at every
+//! step. Here a register tile of rows × tokens runs its chains side by side (AVX2: 1 row ×
+//! 4 tokens in two 8-lane halves; AVX-512: 4 rows × 6 tokens, one 16-lane register each;
+//! F16 activations widened to f32 once per token, so only the weights are converted),
+//! every output seeing exactly the chain of the `DotFn`, so results are bit-identical to it
+//! (`tests_tile.rs`). The one-token order (`ggml_vec_dot`) stays a loop over the `DotFn`.
+use super::dispatch::{dot_fn_for, Isa};
+use super::scalar::reduce16;
+use super::tile::{PrepFn, TileFn, TileKernel};
+use super::GgmlType;
+use std::arch::x86_64::*;
+
+fn has_avx2() -> bool {
+    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+}
+
+fn has_avx512() -> bool {
+    has_avx2() && is_x86_feature_detected!("avx512f")
+}
+
+/// The F32 / F16 tile kernel under `isa` (Avx2 or Avx512), or `None`.
+pub(super) fn kernel(ty: GgmlType, isa: Isa) -> Option<TileKernel> {
+    let wide = match isa {
+        Isa::Avx512 if has_avx512() => true,
+        Isa::Avx2 | Isa::Avx512 if has_avx2() => false,
+        _ => return None,
+    };
+    let (run, batch, elem): (TileFn, TileFn, usize) = match (ty, wide) {
+        (GgmlType::F32, false) => (run_vec::<false, false>, run_tiny_avx2::<false>, 4),
+        (GgmlType::F16, false) => (run_vec::<true, false>, run_tiny_avx2::<true>, 2),
+        (GgmlType::F32, true) => (run_vec::<false, true>, run_tiny_avx512::<false>, 4),
+        (GgmlType::F16, true) => (run_vec::<true, true>, run_tiny_avx512::<true>, 2),
+        _ => return None,
+    };
+    let _ = elem;
+    // F16 activations (already rounded to f16) are widened to f32 once per token, so the
+    // tiles convert only the weights
+    let prep: Option<PrepFn> = if ty == GgmlType::F16 { Some(widen_f16) } else { None };
+    Some(TileKernel { run, act_bytes: |n| 4 * n, prep, cols: if wide { 6 } else { 4 }, batch: Some(batch) })
+}
+
+fn widen_f16(n: usize, q: &[u8], out: &mut [u8]) {
+    let n = n.min(q.len() / 2).min(out.len() / 4);
+    let mut i = 0;
+    if has_avx2() {
+        // SAFETY: F16C checked; 8 halves read from q[2i..2i+16] and 8 floats written to
+        // out[4i..4i+32], both within the `n` elements bounded above.
+        unsafe { widen8(n, q, out, &mut i) };
+    }
+    for (o, k) in out[4 * i..].chunks_exact_mut(4).zip(i..n) {
+        let i = k;
+        let h = u16::from_le_bytes([q[2 * i], q[2 * i + 1]]);
+        o.copy_from_slice(&super::f16::f16_to_f32(h).to_le_bytes());
+    }
+}
+
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn widen8(n: usize, q: &[u8], out: &mut [u8], i: &mut usize) {
+    while *i + 8 <= n {
+        let h = _mm_loadu_si128(q.as_ptr().add(2 * *i) as *const __m128i);
+        _mm256_storeu_ps(out.as_mut_ptr().add(4 * *i) as *mut f32, _mm256_cvtph_ps(h));
+        *i += 8;
+    }
+}
+
+/// Bounds shared by the kernels: the rows (`el` bytes per weight) and tokens (f32) whose
+/// `n` elements are all present.
+fn present_f32(n: usize, el: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize) -> (usize, usize) {
+    let fit = |len: usize, row: usize, stride: usize, k: usize| if row == 0 { k } else { k.min(if len < row { 0 } else { (len - row) / stride.max(1) + 1 }) };
+    (fit(w.len(), n * el, ws, rows), fit(a.len(), n * 4, as_, cols))
+}
+
+/// One token's order: the `DotFn` per output.
+#[allow(clippy::too_many_arguments)]
+fn run_vec<const F16: bool, const WIDE: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    let ty = if F16 { GgmlType::F16 } else { GgmlType::F32 };
+    if let Some(dot) = dot_fn_for(ty, if WIDE { Isa::Avx512 } else { Isa::Avx2 }) {
+        each_dot::<F16>(dot, n, w, ws, rows, a, as_, cols, out, os);
+    }
+}
+
+/// The tinyBLAS order where `n` is not a multiple of 16 (tinyBLAS declines such shapes):
+/// the `DotFn` of the batch order, which falls back the same way.
+#[allow(clippy::too_many_arguments)]
+fn tiny_fallback<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    let ty = if F16 { GgmlType::F16 } else { GgmlType::F32 };
+    if let Some(dot) = super::dispatch::dot_batch_fn_for(ty, Isa::Avx2) {
+        each_dot::<F16>(dot, n, w, ws, rows, a, as_, cols, out, os);
+    }
+}
+
+/// `dot` per output, on the activations as the `DotFn` reads them (F16 rows narrowed back
+/// from the widened layout; exact, they are f16 values).
+#[allow(clippy::too_many_arguments)]
+fn each_dot<const F16: bool>(dot: super::DotFn, n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
+    let mut h = Vec::new();
+    for t in 0..cols {
+        let at: &[u8] = if F16 {
+            h.clear();
+            for c in a[t * as_..].chunks_exact(4).take(n) {
+                h.extend_from_slice(&super::f16::f32_to_f16(f32::from_le_bytes([c[0], c[1], c[2], c[3]])).to_le_bytes());
+            }
+            &h
+        } else {
+            &a[t * as_..]
+        };
+        for r in 0..rows {
+            if let Some(o) = out.get_mut(t * os + r) {
+                *o = dot(n, &w[r * ws..], at);
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_tiny_avx2<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    if n % 16 != 0 || !has_avx2() {
+        return tiny_fallback::<F16>(n, w, ws, rows, a, as_, cols, out, os);
+    }
+    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
+    for r in 0..rows {
+        let wr = w[r * ws..].as_ptr();
+        let mut t = 0;
+        while t < cols {
+            let c = (cols - t).min(4);
+            let ap = [0, 1, 2, 3].map(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
+            // SAFETY: AVX2/FMA/F16C checked above; `n` elements are present in row r and in
+            // tokens t..t+c (`present`), and lanes past `c` repeat the last token.
+            let s = unsafe { tiny4_avx2::<F16>(n, wr, ap) };
+            for (k, v) in s.iter().enumerate().take(c) {
+                if let Some(o) = out.get_mut((t + k) * os + r) {
+                    *o = *v;
+                }
+            }
+            t += c;
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn ld8<const F16: bool>(p: *const u8, i: usize) -> __m256 {
+    if F16 {
+        _mm256_cvtph_ps(_mm_loadu_si128(p.add(2 * i) as *const __m128i))
+    } else {
+        _mm256_loadu_ps((p as *const f32).add(i))
+    }
+}
+
+/// One weight row against 4 tokens: 8 chains (two 8-lane halves per token; named
+/// accumulators).
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tiny4_avx2<const F16: bool>(n: usize, w: *const u8, a: [*const u8; 4]) -> [f32; 4] {
+    let z = _mm256_setzero_ps();
+    let (mut l0, mut l1, mut l2, mut l3, mut h0, mut h1, mut h2, mut h3) = (z, z, z, z, z, z, z, z);
+    let mut i = 0;
+    while i < n {
+        let (w0, w1) = (ld8::<F16>(w, i), ld8::<F16>(w, i + 8));
+        macro_rules! tok {
+            ($k:expr, $l:ident, $h:ident) => {
+                $l = _mm256_fmadd_ps(w0, ld8::<false>(a[$k], i), $l);
+                $h = _mm256_fmadd_ps(w1, ld8::<false>(a[$k], i + 8), $h);
+            };
+        }
+        tok!(0, l0, h0);
+        tok!(1, l1, h1);
+        tok!(2, l2, h2);
+        tok!(3, l3, h3);
+        i += 16;
+    }
+    let mut out = [0f32; 4];
+    let mut l = [0f32; 16];
+    for (k, (lo, hi)) in [(l0, h0), (l1, h1), (l2, h2), (l3, h3)].into_iter().enumerate() {
+        _mm256_storeu_ps(l.as_mut_ptr(), lo);
+        _mm256_storeu_ps(l.as_mut_ptr().add(8), hi);
+        out[k] = reduce16(&l);
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_tiny_avx512<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    if n % 16 != 0 || !has_avx512() {
+        return tiny_fallback::<F16>(n, w, ws, rows, a, as_, cols, out, os);
+    }
+    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
+    let mut r = 0;
+    while r < rows {
+        let rc = (rows - r).min(4);
+        let wp = [0, 1, 2, 3].map(|k| w[(r + k.min(rc - 1)) * ws..].as_ptr());
+        let mut t = 0;
+        while t < cols {
+            let c = (cols - t).min(6);
+            let ap = [0, 1, 2, 3, 4, 5].map(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
+            // SAFETY: AVX-512F checked above; `n` elements are present in rows r..r+rc and
+            // tokens t..t+c (`present_f32`); lanes past them repeat the last row / token.
+            let s = unsafe { tiny_4x6_avx512::<F16>(n, wp, ap) };
+            for (j, sr) in s.iter().enumerate().take(rc) {
+                for (k, v) in sr.iter().enumerate().take(c) {
+                    if let Some(o) = out.get_mut((t + k) * os + r + j) {
+                        *o = *v;
+                    }
+                }
+            }
+            t += c;
+        }
+        r += rc;
+    }
+}
+
+#[inline(always)]
+unsafe fn ld16<const F16: bool>(p: *const u8, i: usize) -> __m512 {
+    if F16 {
+        _mm512_cvtph_ps(_mm256_loadu_si256(p.add(2 * i) as *const __m256i))
+    } else {
+        _mm512_loadu_ps((p as *const f32).add(i))
+    }
+}
+
+/// Four weight rows against 6 tokens (f32 activations): 24 chains of 16 lanes, named
+/// accumulators (an array of registers was kept on the stack).
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn tiny_4x6_avx512<const F16: bool>(n: usize, w: [*const u8; 4], a: [*const u8; 6]) -> [[f32; 6]; 4] {
+    let z = _mm512_setzero_ps();
+    let (mut c00, mut c01, mut c02, mut c03, mut c04, mut c05) = (z, z, z, z, z, z);
+    let (mut c10, mut c11, mut c12, mut c13, mut c14, mut c15) = (z, z, z, z, z, z);
+    let (mut c20, mut c21, mut c22, mut c23, mut c24, mut c25) = (z, z, z, z, z, z);
+    let (mut c30, mut c31, mut c32, mut c33, mut c34, mut c35) = (z, z, z, z, z, z);
+    let mut i = 0;
+    while i < n {
+        let (w0, w1, w2, w3) = (ld16::<F16>(w[0], i), ld16::<F16>(w[1], i), ld16::<F16>(w[2], i), ld16::<F16>(w[3], i));
+        macro_rules! tok {
+            ($k:expr, $a:ident, $b:ident, $c:ident, $d:ident) => {
+                let x = ld16::<false>(a[$k], i);
+                $a = _mm512_fmadd_ps(w0, x, $a);
+                $b = _mm512_fmadd_ps(w1, x, $b);
+                $c = _mm512_fmadd_ps(w2, x, $c);
+                $d = _mm512_fmadd_ps(w3, x, $d);
+            };
+        }
+        tok!(0, c00, c10, c20, c30);
+        tok!(1, c01, c11, c21, c31);
+        tok!(2, c02, c12, c22, c32);
+        tok!(3, c03, c13, c23, c33);
+        tok!(4, c04, c14, c24, c34);
+        tok!(5, c05, c15, c25, c35);
+        i += 16;
+    }
+    let all = [[c00, c01, c02, c03, c04, c05], [c10, c11, c12, c13, c14, c15], [c20, c21, c22, c23, c24, c25], [c30, c31, c32, c33, c34, c35]];
+    let mut out = [[0f32; 6]; 4];
+    let mut l = [0f32; 16];
+    for (j, row) in all.iter().enumerate() {
+        for (k, v) in row.iter().enumerate() {
+            _mm512_storeu_ps(l.as_mut_ptr(), *v);
+            out[j][k] = reduce16(&l);
+        }
+    }
+    out
+}
