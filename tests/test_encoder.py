@@ -380,3 +380,77 @@ def test_encoder_inputs_use_the_whole_context_with_several_slots(engines, gguf_o
     finally:
         s.stop()
         e.close()
+
+
+@pytest.mark.parametrize("ty", ["F32", "Q8_0"])
+def test_tiny_nomic_bert_embeddings_match_llama_cpp(tmp_path, ty):
+    """nomic-bert (nomic-embed-text's architecture): RoPE instead of a position table, a
+    fused QKV projection, SwiGLU, BERT's post-LayerNorm layers."""
+    import tiny_models
+
+    m = TINY["models"][f"nomic-{ty}"]
+    path = tmp_path / f"nomic-{ty}.gguf"
+    tiny_models.write_bert_model(path, ty, arch="nomic-bert")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != m["sha256"]:
+        pytest.skip(f"nomic-{ty}: this gguf package writes the tiny model differently from the reference's")
+    e = Engine(str(path), n_threads=2)
+    try:
+        assert e.info["arch"] == "nomic-bert" and e.info["encoder"]
+        assert [e.tokenize(t) for t in TINY["texts"]] == m["tokens"]
+        got = np.array([r[0] for r in e.embed(TINY["texts"])])
+        c = _cos(got, m["embeddings"])
+        assert c.min() >= 0.9999, f"{ty}: cosine {np.round(c, 6).tolist()}"
+    finally:
+        e.close()
+
+
+# ------------------------------------------------------------------- through the engine loop
+def test_inputs_of_concurrent_requests_share_the_loop_and_keep_their_bits(gguf_of):
+    """Embedding calls from several threads go through the engine loop (their inputs packed
+    into shared batches); each result equals the serial one bit for bit."""
+    import threading
+
+    e = Engine(str(gguf_of("f16")), n_threads=2)
+    try:
+        texts = REF["texts"]
+        serial = [e.embed(t)[0] for t in texts]
+        got: dict = {}
+
+        def worker(k):
+            got[k] = [r for r in e.embed(texts[k::4])]
+
+        ts = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=120)
+        for k in range(4):
+            for i, r in zip(range(k, len(texts), 4), got[k]):
+                assert np.array_equal(r, serial[i]), (k, i)
+        assert e.metrics()["requests_processing"] == 0
+    finally:
+        e.close()
+
+
+def test_a_dead_loop_fails_encoder_calls_at_once(gguf_of):
+    import time
+
+    import llamars
+
+    e = Engine(str(gguf_of("q8_0")), n_threads=2)
+    try:
+        e.embed("warm")
+        e._core._inject_fault("kill")
+        time.sleep(0.1)
+        t0 = time.monotonic()
+        with pytest.raises(llamars.UnavailableError, match="engine loop stopped"):
+            for _ in range(3):  # the first call may be the one that wakes the loop to die
+                e.embed("hello")
+        assert time.monotonic() - t0 < 1.0
+    finally:
+        e.close()
+
+
+def test_rerank_on_a_model_without_a_classifier_says_so(engines):
+    with pytest.raises(NotSupportedError, match="not a reranker"):
+        engines["q8_0"].rerank("q", ["a", "b"])

@@ -474,13 +474,14 @@ def wpm_vocab() -> Tuple[List[str], List[int]]:
     return tokens, types
 
 
-def bert_kvs(reranker: bool) -> List[KV]:
+def bert_kvs(reranker: bool, arch: str = "bert") -> List[KV]:
     s = BERT
     tokens, types = wpm_vocab()
-    a = "bert"
-    return [
+    a = arch
+    rope = [KV(f"{a}.rope.freq_base", VT.FLOAT32, 1000.0)] if arch == "nomic-bert" else []
+    return rope + [
         KV("general.architecture", VT.STRING, a),
-        KV("general.name", VT.STRING, "tiny-bert-reranker" if reranker else "tiny-bert"),
+        KV("general.name", VT.STRING, f"tiny-{arch}-reranker" if reranker else f"tiny-{arch}"),
         KV(f"{a}.context_length", VT.UINT32, s.ctx),
         KV(f"{a}.embedding_length", VT.UINT32, s.n_embd),
         KV(f"{a}.block_count", VT.UINT32, s.n_layer),
@@ -506,9 +507,10 @@ def bert_kvs(reranker: bool) -> List[KV]:
     ]
 
 
-def bert_tensors(wtype: str, reranker: bool, seed: int = 0) -> List[Tensor]:
+def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") -> List[Tensor]:
     """A tiny BERT (llama.cpp's tensor names); with `reranker`, the classification head
-    (cls dense + tanh, cls.output with one label)."""
+    (cls dense + tanh, cls.output with one label). `nomic-bert`: RoPE (no position table),
+    a fused QKV projection and a SwiGLU FFN without biases."""
     s = BERT
     rng = np.random.default_rng(seed)
     e, F = s.n_embd, s.n_ff
@@ -520,14 +522,23 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0) -> List[Tensor]:
     def ln(name):
         return [vec(name + ".weight", e, 1.0, 0.1), vec(name + ".bias", e, 0.0, 0.1)]
 
+    nomic = arch == "nomic-bert"
     ts = [make_weight("token_embd.weight", wtype, e, nv, 0.5, rng),
-          make_weight("token_types.weight", "F32", e, 2, 0.5, rng),
-          make_weight("position_embd.weight", "F32", e, s.ctx, 0.5, rng), *ln("token_embd_norm")]
+          make_weight("token_types.weight", "F32", e, 2, 0.5, rng), *ln("token_embd_norm")]
+    if not nomic:
+        ts.append(make_weight("position_embd.weight", "F32", e, s.ctx, 0.5, rng))
     for il in range(s.n_layer):
         p = f"blk.{il}."
-        for name, std in (("attn_q", STD_QK * 1.5), ("attn_k", STD_QK * 1.5), ("attn_v", STD_OTHER * 2)):
-            ts += [make_weight(p + name + ".weight", wtype, e, e, std, rng), vec(p + name + ".bias", e, sd=0.1)]
+        if nomic:
+            ts.append(make_weight(p + "attn_qkv.weight", wtype, e, 3 * e, STD_QK * 1.5, rng))
+        else:
+            for name, std in (("attn_q", STD_QK * 1.5), ("attn_k", STD_QK * 1.5), ("attn_v", STD_OTHER * 2)):
+                ts += [make_weight(p + name + ".weight", wtype, e, e, std, rng), vec(p + name + ".bias", e, sd=0.1)]
         ts += [make_weight(p + "attn_output.weight", wtype, e, e, STD_OTHER * 2, rng), vec(p + "attn_output.bias", e, sd=0.1), *ln(p + "attn_output_norm")]
+        if nomic:
+            ts += [make_weight(p + "ffn_gate.weight", wtype, e, F, STD_OTHER * 2, rng), make_weight(p + "ffn_up.weight", wtype, e, F, STD_OTHER * 2, rng),
+                   make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), *ln(p + "layer_output_norm")]
+            continue
         ts += [make_weight(p + "ffn_up.weight", wtype, e, F, STD_OTHER * 2, rng), vec(p + "ffn_up.bias", F, sd=0.1)]
         ts += [make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), vec(p + "ffn_down.bias", e, sd=0.1), *ln(p + "layer_output_norm")]
     if reranker:
@@ -536,5 +547,5 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0) -> List[Tensor]:
     return ts
 
 
-def write_bert_model(path, wtype: str = "F32", reranker: bool = False, seed: int = 0) -> Layout:
-    return write_gguf(path, bert_kvs(reranker), bert_tensors(wtype, reranker, seed))
+def write_bert_model(path, wtype: str = "F32", reranker: bool = False, seed: int = 0, arch: str = "bert") -> Layout:
+    return write_gguf(path, bert_kvs(reranker, arch), bert_tensors(wtype, reranker, seed, arch))

@@ -7,6 +7,7 @@
 //! A panic inside a step fails that step's requests and the loop goes on; if the thread
 //! itself ever unwinds, `Drop` marks the loop dead and fails every request it holds or
 //! that is queued, so nobody waits for a loop that is gone.
+use super::encode::Encodes;
 use super::execute::{execute, Logits};
 use super::planner::{Batch, DecodeFirst, Planner};
 use super::queue::{Cmd, Fault, SchedConfig, Shared, DEAD};
@@ -31,13 +32,15 @@ pub struct Loop {
     /// Activations of the forward pass.
     exec: State,
     batch: Batch,
+    /// Encoder inputs waiting for a forward pass.
+    encodes: Encodes,
 }
 
 impl Loop {
     pub fn new(engine: Arc<Engine>, cfg: SchedConfig, n_ctx_slot: usize, shared: Arc<Shared>) -> Result<Loop> {
         let planner = Box::new(DecodeFirst { ubatch: cfg.n_ubatch });
         let st = LoopState::new(engine, cfg, n_ctx_slot)?;
-        Ok(Loop { st, waiting: VecDeque::new(), inbox: VecDeque::new(), shared, planner, exec: State::default(), batch: Batch::default() })
+        Ok(Loop { st, waiting: VecDeque::new(), inbox: VecDeque::new(), shared, planner, exec: State::default(), batch: Batch::default(), encodes: Encodes::default() })
     }
 
     pub fn run(mut self) {
@@ -46,7 +49,7 @@ impl Loop {
             // so every command pushed before shutdown is seen here
             let stop = {
                 let mut q = self.shared.cmds.lock().unwrap_or_else(|e| e.into_inner());
-                while q.is_empty() && !self.st.busy() && self.waiting.is_empty() && !self.shared.shutdown.load(Ordering::Acquire) {
+                while q.is_empty() && !self.st.busy() && self.waiting.is_empty() && self.encodes.is_empty() && !self.shared.shutdown.load(Ordering::Acquire) {
                     q = self.shared.cv.wait(q).unwrap_or_else(|e| e.into_inner());
                 }
                 self.inbox.extend(q.drain(..));
@@ -68,7 +71,20 @@ impl Loop {
             self.st.admit(&mut self.waiting);
             self.flush();
             self.step();
+            self.encode_step();
             self.flush();
+        }
+    }
+
+    /// One forward pass of queued encoder inputs; a panic in it fails the jobs queued then
+    /// (their callers get the error) and the loop goes on.
+    fn encode_step(&mut self) {
+        if self.encodes.is_empty() {
+            return;
+        }
+        let engine = self.st.engine.clone();
+        if catch_unwind(AssertUnwindSafe(|| self.encodes.step(&engine))).is_err() {
+            self.encodes.fail_all(|| Error::Internal("an encoder step failed (a panic inside it)".into()));
         }
     }
 
@@ -82,6 +98,7 @@ impl Loop {
     }
 
     fn shutdown(&mut self) {
+        self.encodes.fail_all(|| Error::Cancelled);
         for mut r in self.waiting.drain(..) {
             r.end(Event::Error(Error::Cancelled));
         }
@@ -97,7 +114,12 @@ impl Loop {
                 self.st.metrics.n_requests_total += 1;
                 self.waiting.push_back(*r);
             }
+            Cmd::Encode(j) => {
+                self.st.metrics.n_requests_total += 1;
+                self.encodes.push(*j);
+            }
             Cmd::Cancel(id) => {
+                self.encodes.cancel(id);
                 if let Some(i) = self.waiting.iter().position(|r| r.id == id) {
                     if let Some(mut r) = self.waiting.remove(i) {
                         r.end(Event::Error(Error::Cancelled));
@@ -171,6 +193,7 @@ impl Drop for Loop {
         for mut r in self.waiting.drain(..) {
             r.end(Event::Error(dead()));
         }
+        self.encodes.fail_all(dead);
         for s in &mut self.st.slots {
             if let Some(mut t) = s.task.take() {
                 t.req.end(Event::Error(dead()));

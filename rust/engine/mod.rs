@@ -4,6 +4,7 @@ mod admission;
 mod batch_loop;
 mod commit;
 mod decode;
+mod encode;
 mod execute;
 pub mod fields;
 pub mod metrics;
@@ -198,46 +199,6 @@ impl Engine {
             return Err(Error::ContextOverflow { n_tokens: tokens.len(), n_ctx: self.config.n_ctx });
         }
         Ok(())
-    }
-
-    /// An encoder's classifier scores for `tokens` (a reranker's query-document pair).
-    pub fn classify(&self, tokens: &[u32]) -> Result<Vec<f32>> {
-        let h = self.hidden_states(tokens)?;
-        self.model.classify(&self.pool, &h)
-    }
-
-    /// Hidden states of several sequences, each evaluated on its own; an encoder packs
-    /// them into batches of up to `n_batch` tokens (a sequence is never split), a decoder
-    /// runs them one after another. One [n_i, n_embd] block per sequence.
-    pub fn hidden_states_many(&self, seqs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>> {
-        if self.model.config.causal {
-            return seqs.iter().map(|s| self.hidden_states(s)).collect();
-        }
-        for s in seqs {
-            self.check_len(s)?;
-        }
-        let e = self.model.config.n_embd;
-        let cap = self.config.n_batch.max(seqs.iter().map(Vec::len).max().unwrap_or(0));
-        let mut s = self.session_of(seqs.iter().map(Vec::len).max().unwrap_or(1).max(1))?;
-        let mut out = Vec::with_capacity(seqs.len());
-        let mut i = 0;
-        while i < seqs.len() {
-            // the sequences that fit one batch; each at positions 0.. (no cache is kept)
-            let (mut toks, mut spans) = (Vec::new(), Vec::new());
-            while i < seqs.len() && (toks.is_empty() || toks.len() + seqs[i].len() <= cap) {
-                let n = seqs[i].len();
-                spans.push(Span { slot: 0, pos0: 0, n, logits: LogitRows::All, ring_lo: 0, prompt_end: n, ubatch: cap });
-                toks.extend_from_slice(&seqs[i]);
-                i += 1;
-            }
-            let h = self.model.forward_hidden(&self.pool, &mut s.state, &mut s.kv, &toks, &spans)?;
-            let mut at = 0;
-            for sp in &spans {
-                out.push(h[at * e..(at + sp.n) * e].to_vec());
-                at += sp.n;
-            }
-        }
-        Ok(out)
     }
 
     /// Final-normed hidden states of every position of `tokens`, evaluated in a fresh

@@ -64,6 +64,8 @@ pub struct SlotActionResult {
 
 pub enum Cmd {
     Submit(Box<Request>),
+    /// An encoder's inputs (embeddings, rerank pairs): `encode.rs`.
+    Encode(Box<super::encode::EncodeJob>),
     Cancel(u64),
     Slot(usize, SlotAction, mpsc::Sender<Result<SlotActionResult>>),
 }
@@ -149,6 +151,7 @@ impl Cmd {
     pub fn fail(self, e: Error) {
         match self {
             Cmd::Submit(mut r) => r.end(super::request::Event::Error(e)),
+            Cmd::Encode(j) => j.fail(e),
             Cmd::Slot(_, _, tx) => {
                 let _ = tx.send(Err(e));
             }

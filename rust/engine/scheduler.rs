@@ -110,6 +110,36 @@ impl Scheduler {
         Ok(id)
     }
 
+    /// An encoder's hidden states [n_i, n_embd] (or, with `classify`, its classifier's
+    /// outputs) for each input, computed in the loop with the inputs of other requests in
+    /// shared batches. Blocks until they are done.
+    pub fn encode(&self, seqs: Vec<Vec<u32>>, classify: bool) -> Result<Vec<Vec<f32>>> {
+        let e = &self.engine;
+        let c = &e.model.config;
+        if c.causal {
+            return Err(Error::NotSupported(format!("{} is a decoder: its hidden states come from Engine::hidden_states", c.arch.name())));
+        }
+        for (i, s) in seqs.iter().enumerate() {
+            if s.is_empty() {
+                return Err(Error::InvalidRequest(format!("input[{i}]: at least one token is required")));
+            }
+            if s.len() > e.config.n_ctx {
+                return Err(Error::ContextOverflow { n_tokens: s.len(), n_ctx: e.config.n_ctx });
+            }
+            if let Some(&t) = s.iter().find(|&&t| t as usize >= c.n_vocab) {
+                return Err(Error::InvalidRequest(format!("input[{i}]: token id {t} is out of range (n_vocab = {})", c.n_vocab)));
+            }
+        }
+        if classify {
+            // say it before any work: a model without a classification head cannot rerank
+            e.model.classifier()?;
+        }
+        let (tx, rx) = mpsc::channel();
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.push(Cmd::Encode(Box::new(super::encode::EncodeJob::new(id, seqs, classify, tx))))?;
+        rx.recv().map_err(|_| if self.is_dead() { Error::Unavailable(DEAD.into()) } else { Error::Cancelled })?
+    }
+
     /// Queue a request with its own event channel.
     pub fn submit_channel(&self, params: RequestParams) -> Result<(u64, mpsc::Receiver<Event>)> {
         let (tx, rx) = mpsc::channel();

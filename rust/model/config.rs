@@ -12,9 +12,12 @@ pub enum Arch {
     /// BERT encoders (sentence embeddings): absolute positions, post-LayerNorm,
     /// bidirectional attention.
     Bert,
+    /// nomic-bert (nomic-embed-text): BERT's post-LayerNorm layers with RoPE instead of a
+    /// position table and a SwiGLU FFN.
+    NomicBert,
 }
 
-pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert"];
+pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert", "nomic-bert"];
 
 impl Arch {
     pub fn from_name(name: &str) -> Option<Arch> {
@@ -25,6 +28,7 @@ impl Arch {
             "gemma3" => Arch::Gemma3,
             "phi3" => Arch::Phi3,
             "bert" => Arch::Bert,
+            "nomic-bert" => Arch::NomicBert,
             _ => return None,
         })
     }
@@ -37,12 +41,13 @@ impl Arch {
             Arch::Gemma3 => "gemma3",
             Arch::Phi3 => "phi3",
             Arch::Bert => "bert",
+            Arch::NomicBert => "nomic-bert",
         }
     }
 
     /// An encoder: hidden states out, no language-model head.
     pub fn is_encoder(self) -> bool {
-        self == Arch::Bert
+        matches!(self, Arch::Bert | Arch::NomicBert)
     }
 }
 
@@ -169,7 +174,7 @@ impl Config {
             rms_eps,
             norm_eps: opt_f("attention.layer_norm_epsilon").unwrap_or(1e-5),
             causal: g.get(&key(a, "attention.causal")).and_then(|v| v.as_bool()).unwrap_or(!arch.is_encoder()),
-            rope: !arch.is_encoder(),
+            rope: arch != Arch::Bert,
             rope_base,
             rope_freq_scale,
             rope_base_swa: rope_base,

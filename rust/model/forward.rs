@@ -225,12 +225,7 @@ impl Model {
     /// An encoder's classifier scores of a sequence from its hidden states [n, n_embd]
     /// (rerankers: the first token, as llama.cpp's rank pooling).
     pub fn classify(&self, pool: &ThreadPool, hidden: &[f32]) -> Result<Vec<f32>> {
-        let Head::Encoder { classifier: Some(cls) } = &self.head else {
-            return Err(Error::NotSupported(format!(
-                "{} has no classification head (cls.weight / cls.output.weight): it is not a reranker",
-                self.gguf.path().display()
-            )));
-        };
+        let cls = self.classifier()?;
         let e = self.config.n_embd;
         if hidden.len() < e {
             return Err(Error::InvalidRequest("classify: no hidden state to score".into()));

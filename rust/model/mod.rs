@@ -127,7 +127,8 @@ impl Model {
         let rms = |name: &str| -> Result<Option<Norm>> { Ok(ld.opt_vector(name, e)?.map(Norm::Rms)) };
         let (inputs, head) = if c.arch.is_encoder() {
             let inputs = InputExtras {
-                pos_embd: Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?),
+                // BERT's absolute positions (RoPE in the others)
+                pos_embd: if c.rope { None } else { Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?) },
                 token_type0: ld.opt_first_row("token_types.weight", e)?,
                 norm: layer_norm("token_embd_norm")?,
             };
@@ -165,9 +166,12 @@ impl Model {
                 Qkv::Split { q: ld.matrix(&n("attn_q"), e, q_dim)?, k: ld.matrix(&n("attn_k"), e, kv_dim)?, v: ld.matrix(&n("attn_v"), e, v_dim)? }
             };
             let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
-            let ffn = if c.arch.is_encoder() {
+            let ffn = if c.arch == Arch::Bert {
                 let up = ld.matrix(&n("ffn_up"), e, c.n_ff)?;
                 Ffn::Plain { up, up_bias: ld.opt_vector(&b("ffn_up"), c.n_ff)?, down, down_bias: ld.opt_vector(&b("ffn_down"), e)? }
+            } else if c.arch.is_encoder() {
+                // nomic-bert: SwiGLU, and llama.cpp's graph adds no FFN biases
+                Ffn::Gated { gate: ld.matrix(&n("ffn_gate"), e, c.n_ff)?, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down }
             } else {
                 match ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)? {
                     Some(gate) => Ffn::Gated { gate, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down },
@@ -188,11 +192,16 @@ impl Model {
                     Norms { pre: Some(Norm::Rms(ld.vector(&n("ffn_norm"), e)?)), post: rms(&n("post_ffw_norm"))?, residual: None },
                 )
             };
+            // a fused projection's bias [q; k; v] is read as the three parts' biases
+            let bias = match ld.opt_vector(&b("attn_qkv"), q_dim + kv_dim + v_dim)? {
+                Some(f) => [Some(f[..q_dim].to_vec()), Some(f[q_dim..q_dim + kv_dim].to_vec()), Some(f[q_dim + kv_dim..].to_vec())],
+                None => [ld.opt_vector(&b("attn_q"), q_dim)?, ld.opt_vector(&b("attn_k"), kv_dim)?, ld.opt_vector(&b("attn_v"), v_dim)?],
+            };
             layers.push(Layer {
                 attn_norms,
                 attn: Attention {
                     qkv,
-                    bias: [ld.opt_vector(&b("attn_q"), q_dim)?, ld.opt_vector(&b("attn_k"), kv_dim)?, ld.opt_vector(&b("attn_v"), v_dim)?],
+                    bias,
                     q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
                     k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
                     wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
@@ -203,6 +212,17 @@ impl Model {
             });
         }
         Ok(Model { gguf, config, tok_embd, inputs, head, rope_freqs, layers, gpu: None })
+    }
+
+    /// An encoder's classification head (rerankers); other models have none.
+    pub fn classifier(&self) -> Result<&Classifier> {
+        match &self.head {
+            Head::Encoder { classifier: Some(c) } => Ok(c),
+            _ => Err(Error::NotSupported(format!(
+                "{} has no classification head (cls.weight / cls.output.weight): it is not a reranker",
+                self.gguf.path().display()
+            ))),
+        }
     }
 
     /// The final norm and output matrix of a decoder; an encoder has none.

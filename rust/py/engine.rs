@@ -117,7 +117,16 @@ impl PyEngine {
     /// them): one (float32 bytes, n_rows, n_embd) per sequence.
     fn hidden_states_many<'py>(&self, py: Python<'py>, seqs: Vec<Vec<i64>>) -> PyResult<Vec<(Bound<'py, PyBytes>, usize, usize)>> {
         let seqs = seqs.iter().map(|s| self.check_ids(s, "ids")).collect::<PyResult<Vec<_>>>()?;
-        let out = py.detach(|| self.inner.hidden_states_many(&seqs)).map_err(to_py)?;
+        let out = py
+            .detach(|| {
+                if self.inner.model.config.causal {
+                    seqs.iter().map(|s| self.inner.hidden_states(s)).collect::<crate::error::Result<Vec<_>>>()
+                } else {
+                    // an encoder's inputs go through the loop, batched with other requests'
+                    self.sched.encode(seqs, false)
+                }
+            })
+            .map_err(to_py)?;
         let e = self.inner.model.config.n_embd;
         Ok(out
             .iter()
@@ -132,27 +141,33 @@ impl PyEngine {
     /// An encoder's classifier scores for several token-id sequences (batched).
     fn classify_many(&self, py: Python<'_>, seqs: Vec<Vec<i64>>) -> PyResult<Vec<Vec<f32>>> {
         let seqs = seqs.iter().map(|s| self.check_ids(s, "ids")).collect::<PyResult<Vec<_>>>()?;
-        py.detach(|| {
-            let hs = self.inner.hidden_states_many(&seqs)?;
-            hs.iter().map(|h| self.inner.model.classify(&self.inner.pool, h)).collect::<crate::error::Result<Vec<_>>>()
-        })
-        .map_err(to_py)
+        py.detach(|| self.sched.encode(seqs, true)).map_err(to_py)
     }
 
     /// An encoder's classifier scores for token ids (rerankers).
     fn classify(&self, py: Python<'_>, ids: Vec<i64>) -> PyResult<Vec<f32>> {
         let ids = self.check_ids(&ids, "ids")?;
-        py.detach(|| self.inner.classify(&ids)).map_err(to_py)
+        let mut out = py.detach(|| self.sched.encode(vec![ids], true)).map_err(to_py)?;
+        Ok(out.pop().unwrap_or_default())
     }
 
     /// Final-normed hidden states of every position as float32 bytes: (bytes, n_rows, n_embd).
     fn hidden_states<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
         let ids = self.check_ids(&ids, "ids")?;
-        let out = py.detach(|| self.inner.hidden_states(&ids)).map_err(to_py)?;
+        let n = ids.len();
+        let out = py
+            .detach(|| {
+                if self.inner.model.config.causal {
+                    self.inner.hidden_states(&ids)
+                } else {
+                    Ok(self.sched.encode(vec![ids], false)?.pop().unwrap_or_default())
+                }
+            })
+            .map_err(to_py)?;
         let ne = self.inner.model.config.n_embd;
         // SAFETY: f32 has no padding or invalid bit patterns; viewing it as bytes is sound.
         let bytes = unsafe { std::slice::from_raw_parts(out.as_ptr() as *const u8, out.len() * 4) };
-        Ok((PyBytes::new(py, bytes), ids.len(), ne))
+        Ok((PyBytes::new(py, bytes), n, ne))
     }
 
     /// A validated request for `prompt` (token ids) with the generation `fields` given

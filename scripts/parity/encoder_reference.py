@@ -76,6 +76,16 @@ def tiny(Llama) -> dict:
                     emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
                     out["models"][key] = {"sha256": sha, "tokens": toks, "embeddings": emb}
                 del m
+        for ty in ("F32", "Q8_0"):
+            # nomic-bert: RoPE, fused QKV, SwiGLU
+            path = os.path.join(d, f"tiny-nomic-{ty}.gguf")
+            tiny_models.write_bert_model(path, ty, arch="nomic-bert")
+            sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+            m = Llama(model_path=path, embedding=True, verbose=False, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2, pooling_type=1)
+            toks = [m.tokenize(t.encode(), add_bos=True, special=True) for t in TINY_TEXTS]
+            emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
+            out["models"][f"nomic-{ty}"] = {"sha256": sha, "tokens": toks, "embeddings": emb}
+            del m
     return out
 
 

@@ -66,17 +66,25 @@ def _norm(svc: Service, given: Optional[float]) -> float:
     return svc.config.embd_normalize if given is None else given
 
 
-# inputs per worker-thread call: an encoder evaluates them in shared batches; between
-# groups a client that has left stops the rest
-_GROUP = 32
+def groups(seqs: list, budget: int) -> list:
+    """Consecutive inputs of at most `budget` tokens together (at least one each): the work
+    of one worker-thread call. An encoder evaluates a group in shared batches; between
+    groups a client that has left stops the rest."""
+    out, cur, n = [], [], 0
+    for s in seqs:
+        if cur and n + len(s) > budget:
+            out.append(cur)
+            cur, n = [], 0
+        cur.append(s)
+        n += len(s)
+    return out + [cur] if cur else out
 
 
 async def _embed_all(svc: NamedDependency[Service], seqs: list, pooling: str, norm: float) -> list:
     """The rows of each input: pooled and normalised, or the classifier's for `rank`."""
     e = svc.need()
     out = []
-    for i in range(0, len(seqs), _GROUP):
-        group = seqs[i:i + _GROUP]
+    for group in groups(seqs, e.info["n_batch"]):
         if pooling == "rank":
             out += [np.array([s], dtype=np.float32) for s in await asyncio.to_thread(e.classify_many, group)]
         else:

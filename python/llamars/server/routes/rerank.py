@@ -15,11 +15,7 @@ from ...schemas.native import RerankRequest
 from ..errors import ApiError, overflow
 from ..service import Service
 from ..threaded import json_reply
-from .embeddings import input_limit
-
-
-# documents scored per worker-thread call (batched together by the engine)
-_GROUP = 32
+from .embeddings import groups, input_limit
 
 
 def _pairs(svc: Service, query: str, texts: list) -> list:
@@ -48,8 +44,8 @@ async def rerank(data: JSONBody[RerankRequest], svc: NamedDependency[Service]) -
     query, texts, top_n = check(data.query, docs, data.top_n)
     pairs = await asyncio.to_thread(_pairs, svc, query, texts)
     scores = []
-    for i in range(0, len(pairs), _GROUP):  # a group at a time: a client that leaves stops the rest
-        scores += [s[0] for s in await asyncio.to_thread(e.classify_many, pairs[i:i + _GROUP])]
+    for group in groups(pairs, e.info["n_batch"]):  # a group at a time: a client that leaves stops the rest
+        scores += [s[0] for s in await asyncio.to_thread(e.classify_many, group)]
     ranked = order(scores, top_n)
     n_tok = sum(len(p) for p in pairs)
 
