@@ -67,6 +67,9 @@ def test_page_and_assets_are_served_with_csp(server):
         again = httpx.get(f"{server.url}/webui/{name}", headers={"If-None-Match": a.headers["etag"]})
         assert again.status_code == 304 and not again.content
     assert httpx.get(server.url + "/webui/nope.js").status_code == 404
+    # the icon browsers fetch on their own, whatever the page declares
+    ico = httpx.get(server.url + "/favicon.ico")
+    assert ico.status_code == 200 and ico.headers["content-type"].startswith("image/svg+xml")
     assert httpx.get(server.url + "/webui/..%2F..%2Fconfig.py").status_code == 404
     # the page is not an API route
     assert "/" not in httpx.get(server.url + "/openapi/openapi.json").json()["paths"]

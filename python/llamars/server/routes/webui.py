@@ -130,4 +130,9 @@ def routes(config: ServerConfig) -> List[object]:
     def asset(request: Request, name: FromPath[str]) -> Response:
         return _reply(request, builtin.get(name), csp=True)
 
-    return [_index(builtin, csp=True), asset]
+    @get("/favicon.ico", opt=_PUBLIC, include_in_schema=False, sync_to_thread=False)
+    def favicon(request: Request) -> Response:
+        # browsers ask for /favicon.ico now and then despite the page's <link rel=icon>
+        return _reply(request, builtin.get("favicon.svg"), csp=True)
+
+    return [_index(builtin, csp=True), asset, favicon]
