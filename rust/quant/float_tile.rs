@@ -121,23 +121,46 @@ fn run_tiny_avx2<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a:
     if n % 16 != 0 || !has_avx2() {
         return tiny_fallback::<F16>(n, w, ws, rows, a, as_, cols, out, os);
     }
+    // SAFETY: AVX2/FMA/F16C checked above; `drive` passes rows and tokens whose `n`
+    // elements are present.
+    drive::<F16, 1, 4>(n, w, ws, rows, a, as_, cols, out, os, |wp, ap| [unsafe { tiny4_avx2::<F16>(n, wp[0], ap) }]);
+}
+
+/// Walks `rows` × `cols` in register tiles of R rows × C tokens, `tile` computing one;
+/// lanes past the last row / token repeat it, and only the real outputs are written.
+#[allow(clippy::too_many_arguments)]
+fn drive<const F16: bool, const R: usize, const C: usize>(
+    n: usize,
+    w: &[u8],
+    ws: usize,
+    rows: usize,
+    a: &[u8],
+    as_: usize,
+    cols: usize,
+    out: &mut [f32],
+    os: usize,
+    tile: impl Fn([*const u8; R], [*const u8; C]) -> [[f32; C]; R],
+) {
     let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
-    for r in 0..rows {
-        let wr = w[r * ws..].as_ptr();
+    let mut r = 0;
+    while r < rows {
+        let rc = (rows - r).min(R);
+        let wp: [*const u8; R] = std::array::from_fn(|k| w[(r + k.min(rc - 1)) * ws..].as_ptr());
         let mut t = 0;
         while t < cols {
-            let c = (cols - t).min(4);
-            let ap = [0, 1, 2, 3].map(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
-            // SAFETY: AVX2/FMA/F16C checked above; `n` elements are present in row r and in
-            // tokens t..t+c (`present`), and lanes past `c` repeat the last token.
-            let s = unsafe { tiny4_avx2::<F16>(n, wr, ap) };
-            for (k, v) in s.iter().enumerate().take(c) {
-                if let Some(o) = out.get_mut((t + k) * os + r) {
-                    *o = *v;
+            let c = (cols - t).min(C);
+            let ap: [*const u8; C] = std::array::from_fn(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
+            let s = tile(wp, ap);
+            for (j, sr) in s.iter().enumerate().take(rc) {
+                for (k, v) in sr.iter().enumerate().take(c) {
+                    if let Some(o) = out.get_mut((t + k) * os + r + j) {
+                        *o = *v;
+                    }
                 }
             }
             t += c;
         }
+        r += rc;
     }
 }
 
@@ -186,29 +209,9 @@ fn run_tiny_avx512<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, 
     if n % 16 != 0 || !has_avx512() {
         return tiny_fallback::<F16>(n, w, ws, rows, a, as_, cols, out, os);
     }
-    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
-    let mut r = 0;
-    while r < rows {
-        let rc = (rows - r).min(4);
-        let wp = [0, 1, 2, 3].map(|k| w[(r + k.min(rc - 1)) * ws..].as_ptr());
-        let mut t = 0;
-        while t < cols {
-            let c = (cols - t).min(6);
-            let ap = [0, 1, 2, 3, 4, 5].map(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
-            // SAFETY: AVX-512F checked above; `n` elements are present in rows r..r+rc and
-            // tokens t..t+c (`present_f32`); lanes past them repeat the last row / token.
-            let s = unsafe { tiny_4x6_avx512::<F16>(n, wp, ap) };
-            for (j, sr) in s.iter().enumerate().take(rc) {
-                for (k, v) in sr.iter().enumerate().take(c) {
-                    if let Some(o) = out.get_mut((t + k) * os + r + j) {
-                        *o = *v;
-                    }
-                }
-            }
-            t += c;
-        }
-        r += rc;
-    }
+    // SAFETY: AVX-512F checked above; `drive` passes rows and tokens whose `n` elements
+    // are present.
+    drive::<F16, 4, 6>(n, w, ws, rows, a, as_, cols, out, os, |wp, ap| unsafe { tiny_4x6_avx512::<F16>(n, wp, ap) });
 }
 
 #[inline(always)]
