@@ -47,6 +47,12 @@ def inspect(path, *, file: Optional[TextIO] = None, full: bool = False) -> dict:
         shape = " x ".join(str(d) for d in dims)
         print(f"  {i:4d}: {name:<36} {ty:<7} {shape:<20} {n:>12,} elements  @{offset}" + (f" (part {f + 1})" if info["n_files"] > 1 else ""), file=out)
     print(f"* {total:,} parameters", file=out)
+    m = info.get("model")
+    if m:
+        if m["n_expert"]:
+            print(f"* mixture of experts: {m['n_expert_used']} of {m['n_expert']} experts per token, "
+                  f"{m['n_params_active']:,} parameters active per token", file=out)
+        print(f"* {m['bytes_per_token']:,} bytes of weights read per generated token ({m['arch']})", file=out)
     return info
 
 

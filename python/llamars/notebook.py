@@ -42,7 +42,9 @@ def engine_rows(engine) -> list:
         ("model", os.path.basename(i["path"]) + (f" ({name})" if name else "")),
         ("architecture", i["arch"]),
         ("quantization", quant + (f" — tensors {tensors}" if tensors else "")),
-        ("parameters", f"{_num(i.get('n_params'))}, {_num(i.get('size'), ('B', 'KiB', 'MiB', 'GiB'), 1024.0)}"),
+        ("parameters", f"{_num(i.get('n_params'))}, {_num(i.get('size'), ('B', 'KiB', 'MiB', 'GiB'), 1024.0)}"
+                       + (f"; {i['n_expert_used']} of {i['n_expert']} experts per token, {_num(i.get('n_params_active'))} active"
+                          if i.get("n_expert") else "")),
         ("shape", f"{i.get('n_layer')} layers, n_embd {i.get('n_embd')}, {i.get('n_head')} heads ({i.get('n_head_kv')} KV)"),
         ("context", f"n_ctx {i['n_ctx']} = {i['n_parallel']} slot(s) × n_ctx_slot {i['n_ctx_slot']}"
                     f" (trained {i.get('n_ctx_train', '?')})"),

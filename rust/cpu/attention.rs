@@ -23,6 +23,16 @@ pub struct AttnShape {
     pub softcap: f32,
 }
 
+impl AttnShape {
+    /// A score from its dot product as llama.cpp's graph computes it: soft-capped
+    /// (`ggml_scale` by 1/cap, `tanh`, `ggml_scale` by cap), then scaled inside the softmax.
+    #[inline]
+    fn score(&self, dot: f32) -> f32 {
+        let x = if self.softcap > 0.0 { (dot * (1.0 / self.softcap)).tanh() * self.softcap } else { dot };
+        x * self.scale
+    }
+}
+
 #[derive(Clone, Copy)]
 struct SendPtr(*mut f32);
 // SAFETY: each task writes its own (token, head) slices of the output.
@@ -89,11 +99,7 @@ pub fn attention(
             let kj = &k[row(j) * kdim + g * hd..][..hd];
             dot_f16_rows(&qh, kj, hd, kq_order, &mut dots);
             for (hh, &dt) in dots.iter().enumerate() {
-                let mut x = dt * s.scale;
-                if s.softcap > 0.0 {
-                    x = (x / s.softcap).tanh() * s.softcap;
-                }
-                scores[hh * n_keys + idx] = x;
+                scores[hh * n_keys + idx] = s.score(dt);
             }
         }
         for hh in 0..group {
@@ -142,11 +148,7 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
         let mut scores: Vec<f32> = (0..n)
             .map(|j| {
                 let kj = &k[(t0 + j) * kdim + g * hd..][..hd];
-                let mut x = dot8(qh, kj) * s.scale;
-                if s.softcap > 0.0 {
-                    x = (x / s.softcap).tanh() * s.softcap;
-                }
-                x
+                s.score(dot8(qh, kj))
             })
             .collect();
         softmax_ggml(&mut scores, 0);

@@ -198,7 +198,7 @@ pub fn matmul_masked(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, 
     if n_tokens == 0 || w.n_out == 0 {
         return;
     }
-    let has_batch = w.tile.map_or(w.dot_batch.is_some(), |k| k.batch.is_some());
+    let has_batch = w.tile.map_or(w.dot_batch.is_some(), |k| k.batch.is_some()) && quant::batch_shape(w.ty, w.n_in, w.n_out);
     let order = match batch {
         _ if !has_batch => Order::First(0),
         Some(m) => Order::Mask(m),

@@ -21,6 +21,7 @@ pub(super) enum Slot {
     O,
     Gate,
     Up,
+    Router,
     Tm,
     Tok,
     Sel,
@@ -37,7 +38,7 @@ pub(super) enum Slot {
 }
 
 impl Slot {
-    pub(super) const ALL: [Slot; 22] = [
+    pub(super) const ALL: [Slot; 23] = [
         Slot::X,
         Slot::H,
         Slot::Q,
@@ -47,6 +48,7 @@ impl Slot {
         Slot::O,
         Slot::Gate,
         Slot::Up,
+        Slot::Router,
         Slot::Tm,
         Slot::Tok,
         Slot::Sel,
@@ -74,6 +76,7 @@ impl Slot {
             Slot::O => "o",
             Slot::Gate => "gate",
             Slot::Up => "up",
+            Slot::Router => "router logits",
             Slot::Tm => "token positions",
             Slot::Tok => "tokens",
             Slot::Sel => "selected rows",
@@ -132,6 +135,7 @@ impl Acts {
                 Slot::O => f4(cap * e),
                 Slot::Gate => f4(cap * c.n_ff),
                 Slot::Up => f4(cap * c.n_ff),
+                Slot::Router => f4(cap * c.moe.as_ref().map_or(1, |m| m.n_expert)),
                 Slot::Tm => (cap * 16) as u64,
                 Slot::Tok => f4(cap),
                 Slot::Sel => f4(sel_cap),

@@ -71,6 +71,7 @@ impl Offload {
             Buf::O => Slot::O,
             Buf::Gate => Slot::Gate,
             Buf::Up => Slot::Up,
+            Buf::Router => Slot::Router,
         };
         for (j, gl) in self.layers.iter().enumerate() {
             let il = self.first + j;
@@ -112,12 +113,15 @@ impl Offload {
                         ops.extend(attention::ops(g, &desc, &ab, s)?);
                     }
                     (Step::Residual { src }, _) => ops.push(op_ew(g, Ew::Add, &b[Slot::X], &b[slot(src)], dummy, e, false, s)?),
-                    (Step::GatedAct(act), _) => {
+                    (Step::GatedAct { act, width }, _) => {
                         let act = match act {
                             Activation::GeluTanh => Ew::Geglu,
                             Activation::Silu => Ew::Swiglu,
                         };
-                        ops.push(op_ew(g, act, &b[Slot::Gate], &b[Slot::Up], &b[Slot::Gelu], c.n_ff, false, s)?);
+                        ops.push(op_ew(g, act, &b[Slot::Gate], &b[Slot::Up], &b[Slot::Gelu], width, false, s)?);
+                    }
+                    (Step::Moe { .. } | Step::SigmoidGate { .. }, _) => {
+                        return Err(Error::NotSupported(format!("blk.{il}: mixture-of-experts layers do not run on the GPU yet")))
                     }
                     (Step::Tap { .. }, _) => {}
                     (Step::LayerNorm { .. } | Step::Act { .. }, _) => {

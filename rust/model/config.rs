@@ -15,9 +15,21 @@ pub enum Arch {
     /// nomic-bert (nomic-embed-text): BERT's post-LayerNorm layers with RoPE instead of a
     /// position table and a SwiGLU FFN.
     NomicBert,
+    /// Qwen 3 with a mixture of experts in every layer (Qwen3-30B-A3B).
+    Qwen3Moe,
+    /// Qwen 1.5 / 2 MoE: routed experts plus a shared expert with a sigmoid gate.
+    Qwen2Moe,
+    /// OLMoE: q/k RMS norms over the whole projection, experts not renormalised.
+    Olmoe,
+    /// IBM Granite (3.x): embedding, attention, residual and logit multipliers.
+    Granite,
+    /// Granite MoE: Granite's multipliers with a mixture of experts (and an optional
+    /// shared expert).
+    GraniteMoe,
 }
 
-pub const SUPPORTED_ARCHS: &[&str] = &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert", "nomic-bert"];
+pub const SUPPORTED_ARCHS: &[&str] =
+    &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert", "nomic-bert", "qwen3moe", "qwen2moe", "olmoe", "granite", "granitemoe"];
 
 impl Arch {
     pub fn from_name(name: &str) -> Option<Arch> {
@@ -29,6 +41,11 @@ impl Arch {
             "phi3" => Arch::Phi3,
             "bert" => Arch::Bert,
             "nomic-bert" => Arch::NomicBert,
+            "qwen3moe" => Arch::Qwen3Moe,
+            "qwen2moe" => Arch::Qwen2Moe,
+            "olmoe" => Arch::Olmoe,
+            "granite" => Arch::Granite,
+            "granitemoe" => Arch::GraniteMoe,
             _ => return None,
         })
     }
@@ -42,6 +59,11 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Bert => "bert",
             Arch::NomicBert => "nomic-bert",
+            Arch::Qwen3Moe => "qwen3moe",
+            Arch::Qwen2Moe => "qwen2moe",
+            Arch::Olmoe => "olmoe",
+            Arch::Granite => "granite",
+            Arch::GraniteMoe => "granitemoe",
         }
     }
 
@@ -49,6 +71,36 @@ impl Arch {
     pub fn is_encoder(self) -> bool {
         matches!(self, Arch::Bert | Arch::NomicBert)
     }
+}
+
+/// How router logits become expert probabilities (`{arch}.expert_gating_func`, llama.cpp's
+/// `llama_expert_gating_func_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gating {
+    /// softmax over all experts, then the top k
+    Softmax,
+    /// sigmoid of each logit, then the top k
+    Sigmoid,
+    /// the top k logits, then softmax over those k (gpt-oss)
+    SoftmaxWeight,
+}
+
+/// A mixture-of-experts FFN's hyper-parameters (`{arch}.expert_*`), as llama.cpp's
+/// `build_moe_ffn` takes them per architecture.
+#[derive(Debug, Clone)]
+pub struct MoeConfig {
+    pub n_expert: usize,
+    /// Experts each token is routed to (top k).
+    pub n_used: usize,
+    /// Hidden size of one expert.
+    pub n_ff_exp: usize,
+    /// Hidden size of the shared expert (0: none).
+    pub n_ff_shexp: usize,
+    pub gating: Gating,
+    /// The k chosen weights are divided by their sum.
+    pub norm_w: bool,
+    /// The chosen weights are multiplied by this (1: none).
+    pub w_scale: f32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +144,82 @@ pub struct Config {
     pub kq_scale: f32,
     /// Token embeddings are multiplied by this (Gemma: √n_embd).
     pub embd_scale: f32,
+    /// A block's output is multiplied by this before its residual add (Granite).
+    pub residual_scale: f32,
+    /// Logits are multiplied by this (Granite: 1 / logit_scale).
+    pub logit_scale: f32,
     pub activation: Activation,
+    /// Mixture-of-experts FFNs (every layer), when the model has experts.
+    pub moe: Option<MoeConfig>,
 }
 
 fn key(arch: &str, k: &str) -> String {
     format!("{arch}.{k}")
+}
+
+/// The expert settings of `arch` (None: a dense model), with the rules llama.cpp applies per
+/// architecture: which keys it reads, the expert hidden size's fallback, and whether the
+/// chosen weights are renormalised.
+fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> Result<Option<MoeConfig>> {
+    let a = arch.name();
+    let opt_u = |k: &str| g.get(&key(a, k)).and_then(|v| v.as_u64()).map(|v| v as usize);
+    let bad = |k: &str, what: String| Error::MissingKey { path: g.path().to_path_buf(), key: key(a, k), what };
+    let n_expert = opt_u("expert_count").unwrap_or(0);
+    // a per-layer array is accepted when every layer routes the same number of experts
+    let n_used = match g.get(&key(a, "expert_used_count")) {
+        Some(v) => match v.as_u64() {
+            Some(n) => n as usize,
+            None => {
+                let arr = g.get_array(&key(a, "expert_used_count"))?;
+                let vals: Vec<u64> = arr.iter().filter_map(|v| v.as_u64()).collect();
+                match vals.first() {
+                    Some(&f) if vals.len() == n_layer && vals.iter().all(|&x| x == f) => f as usize,
+                    _ => return Err(bad("expert_used_count", "differs between layers; llamars routes every layer alike".into())),
+                }
+            }
+        },
+        None => 0,
+    };
+    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen2Moe | Arch::Olmoe | Arch::GraniteMoe);
+    if n_expert == 0 {
+        if moe_arch {
+            return Err(bad("expert_count", format!("must be > 0 for {a}")));
+        }
+        return Ok(None);
+    }
+    if !moe_arch && arch != Arch::Llama {
+        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe and llama (Mixtral) models, not {a}")));
+    }
+    // llama.cpp: LLAMA_MAX_EXPERTS 512, 0 < n_expert_used <= n_expert
+    if n_expert > 512 {
+        return Err(bad("expert_count", format!("= {n_expert} is more than llama.cpp's limit of 512")));
+    }
+    if n_used == 0 || n_used > n_expert {
+        return Err(bad("expert_used_count", format!("= {n_used} must be between 1 and expert_count = {n_expert}")));
+    }
+    let n_ff_exp = match arch {
+        // expert_feed_forward_length, else feed_forward_length / n_expert_used
+        Arch::Qwen3Moe | Arch::Qwen2Moe => opt_u("expert_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff / n_used),
+        _ => n_ff,
+    };
+    let n_ff_shexp = match arch {
+        Arch::Qwen2Moe => opt_u("expert_shared_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff),
+        Arch::GraniteMoe | Arch::Llama => opt_u("expert_shared_feed_forward_length").unwrap_or(0),
+        _ => 0,
+    };
+    if n_ff_exp == 0 || n_ff_exp > 1 << 24 || n_ff_shexp > 1 << 24 {
+        return Err(bad("expert_feed_forward_length", format!("expert hidden size {n_ff_exp} / shared {n_ff_shexp} is out of range")));
+    }
+    Ok(Some(MoeConfig {
+        n_expert,
+        n_used,
+        n_ff_exp,
+        n_ff_shexp,
+        gating: Gating::Softmax,
+        // build_moe_ffn's norm_w as each architecture's graph passes it
+        norm_w: matches!(arch, Arch::Qwen3Moe | Arch::Llama | Arch::GraniteMoe),
+        w_scale: 1.0,
+    }))
 }
 
 impl Config {
@@ -179,13 +302,17 @@ impl Config {
             rope_freq_scale,
             rope_base_swa: rope_base,
             rope_freq_scale_swa: rope_freq_scale,
-            rope_neox: arch != Arch::Llama,
+            // llama.cpp's LLAMA_ROPE_TYPE_NORM architectures; the others rotate NeoX-style
+            rope_neox: !matches!(arch, Arch::Llama | Arch::Granite | Arch::GraniteMoe),
             sliding_window: 0,
             swa_layers: vec![false; n_layer],
             q_scale: 1.0,
             kq_scale: 1.0 / (head_dim as f32).sqrt(),
             embd_scale: 1.0,
+            residual_scale: 1.0,
+            logit_scale: 1.0,
             activation: Activation::Silu,
+            moe: None,
         };
         match arch {
             Arch::Gemma3 => {
@@ -207,8 +334,22 @@ impl Config {
             }
             // ggml_gelu (the tanh form) in the ungated FFN
             Arch::Bert => cfg.activation = Activation::GeluTanh,
+            Arch::Granite | Arch::GraniteMoe => {
+                // llama.cpp reads logit_scale as required, the others as optional (0 = unset)
+                let logit = opt_f("logit_scale").ok_or_else(|| bad("logit_scale", "is required for Granite models".into()))?;
+                if logit == 0.0 || !logit.is_finite() {
+                    return Err(bad("logit_scale", format!("= {logit} must be a finite non-zero number")));
+                }
+                cfg.logit_scale = 1.0 / logit;
+                cfg.residual_scale = opt_f("residual_scale").filter(|&v| v != 0.0).unwrap_or(1.0);
+                cfg.embd_scale = opt_f("embedding_scale").filter(|&v| v != 0.0).unwrap_or(1.0);
+                if let Some(s) = opt_f("attention.scale").filter(|&v| v != 0.0) {
+                    cfg.kq_scale = s;
+                }
+            }
             _ => {}
         }
+        cfg.moe = moe_config(g, arch, n_ff, n_layer)?;
         Ok(cfg)
     }
 

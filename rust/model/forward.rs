@@ -9,6 +9,7 @@ use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
 use crate::kv_cache::KvStore;
+use super::moe::{moe_forward, MoeScratch};
 use super::orders::{token_order, Masks};
 use super::probe::tap as probe;
 
@@ -48,6 +49,10 @@ pub struct State {
     scratch: Scratch,
     /// Per-token kernel orders (`orders.rs`).
     masks: Masks,
+    /// Per token, its sequence's prompt chunk (an id shared by the tokens llama.cpp would
+    /// evaluate as one batch; mixture-of-experts orders depend on it).
+    groups: Vec<u32>,
+    moe: MoeScratch,
     /// Device activations when layers are offloaded.
     gpu: Option<crate::gpu::Acts>,
 }
@@ -60,6 +65,10 @@ impl State {
         let c = &m.config;
         let (e, qd, kd, vd) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim);
         let ad = c.n_head * c.v_head_dim;
+        let (ff, n_router) = match &c.moe {
+            Some(m) => (c.n_ff.max(m.n_ff_shexp), m.n_expert),
+            None => (c.n_ff, 1),
+        };
         for (b, width) in [
             (Buf::X, e),
             (Buf::H, e.max(ad)),
@@ -68,8 +77,9 @@ impl State {
             (Buf::V, vd),
             (Buf::Attn, ad.max(qd)),
             (Buf::O, e),
-            (Buf::Gate, c.n_ff),
-            (Buf::Up, c.n_ff),
+            (Buf::Gate, ff),
+            (Buf::Up, ff),
+            (Buf::Router, n_router),
         ] {
             self.bufs[b as usize] = vec![0.0; n * width];
         }
@@ -142,9 +152,18 @@ impl Model {
         st.queries.clear();
         st.sel.clear();
         st.masks.clear();
+        st.groups.clear();
+        let mut group = 0u32;
         for sp in spans {
             let t0 = st.queries.len();
+            let mut chunk = None;
             for pos in sp.pos0..sp.pos0 + sp.n {
+                let c = if pos < sp.prompt_end { pos / sp.ubatch.max(1) } else { pos };
+                if chunk.is_some_and(|k| k != c) {
+                    group += 1;
+                }
+                chunk = Some(c);
+                st.groups.push(group);
                 let o = token_order(pos, sp.prompt_end, sp.ubatch);
                 st.queries.push(QueryPos { slot: sp.slot, pos, ring_lo: sp.ring_lo, batch_order: o.attn });
                 st.masks.push(o);
@@ -161,6 +180,7 @@ impl Model {
                 }
                 LogitRows::All => st.sel.extend(t0..t0 + sp.n),
             }
+            group += 1;
         }
 
         let dev_embed = self.gpu.as_ref().is_some_and(|g| g.embeds_on_device());
@@ -189,7 +209,11 @@ impl Model {
             st.logits = out;
             r?;
             let width = if hidden { e } else { c.n_vocab };
-            return Ok(&st.logits[..st.sel.len() * width]);
+            let rows = &mut st.logits[..st.sel.len() * width];
+            if !hidden && c.logit_scale != 1.0 {
+                rows.iter_mut().for_each(|v| *v *= c.logit_scale);
+            }
+            return Ok(rows);
         }
         // final norm over the selected rows (gathered into h), then logits   [nr, n_vocab]
         let nr = st.sel.len();
@@ -218,6 +242,10 @@ impl Model {
         let (_, output) = self.lm_head()?;
         st.logits.resize(nr * c.n_vocab, 0.0);
         matmul_masked(pool, output, &st.bufs[Buf::X as usize][..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(output.ty));
+        if c.logit_scale != 1.0 {
+            // Granite: ggml_scale(logits, 1 / logit_scale)
+            st.logits[..nr * c.n_vocab].iter_mut().for_each(|v| *v *= c.logit_scale);
+        }
         probe("result_output", None, &mut st.logits[..nr * c.n_vocab]);
         Ok(&st.logits[..nr * c.n_vocab])
     }
@@ -382,13 +410,29 @@ impl Model {
                     let (o, x) = two(&mut st.bufs, src, Buf::X);
                     add_inplace(&mut x[..n * e], &o[..n * e]);
                 }
-                Step::GatedAct(act) => {
-                    let f = c.n_ff;
+                Step::GatedAct { act, width: f } => {
                     let (up, gate) = two(&mut st.bufs, Buf::Up, Buf::Gate);
                     match act {
                         Activation::GeluTanh => geglu(&mut gate[..n * f], &up[..n * f]),
                         Activation::Silu => swiglu_ggml(&mut gate[..n * f], &up[..n * f], f),
                     }
+                }
+                Step::SigmoidGate { buf, gate, width } => {
+                    let (g, b) = two(&mut st.bufs, gate, buf);
+                    for (row, &x) in b[..n * width].chunks_exact_mut(width).zip(&g[..n]) {
+                        // ggml_div(ggml_silu(x), x)
+                        let sig = silu(x) / x;
+                        row.iter_mut().for_each(|v| *v *= sig);
+                    }
+                }
+                Step::Moe { moe, src, dst, add } => {
+                    let Some(mc) = &c.moe else {
+                        return Err(Error::Internal(format!("blk.{il}: an expert layer in a model without expert settings")));
+                    };
+                    let logits = std::mem::take(&mut st.bufs[Buf::Router as usize]);
+                    let (x, y) = two(&mut st.bufs, src, dst);
+                    moe_forward(pool, mc, moe, &logits[..n * mc.n_expert], &x[..n * e], &mut y[..n * e], n, add, &st.groups, &st.masks.tiled, &mut st.moe);
+                    st.bufs[Buf::Router as usize] = logits;
                 }
                 Step::Tap { buf, width, name } => probe(name, Some(il), &mut st.buf(buf)[..n * width]),
             }

@@ -2,14 +2,16 @@
 //! bound in place (this file), the steps a layer runs (`plan.rs`, walked by the CPU
 //! forward pass and by the GPU offload alike), KV cache in f16.
 pub mod config;
+pub mod footprint;
 mod forward;
 mod kv;
+mod moe;
 pub mod orders;
 pub mod plan;
 mod probe;
 mod weights;
 
-pub use config::{Activation, Arch, Config, SUPPORTED_ARCHS};
+pub use config::{Activation, Arch, Config, Gating, MoeConfig, SUPPORTED_ARCHS};
 use crate::error::Error;
 pub use forward::{LogitRows, Span, State};
 
@@ -49,7 +51,8 @@ pub struct Attention {
     pub qkv: Qkv,
     /// Biases added to q, k, v (Qwen 2, BERT).
     pub bias: [Option<Vec<f32>>; 3],
-    /// Per-head RMS norms of q and k (Gemma 3, Qwen 3).
+    /// RMS norms of q and k: per head (Gemma 3, Qwen 3), or over the whole projection
+    /// when as long as it (OLMoE).
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub wo: Weight,
@@ -64,6 +67,49 @@ pub enum Ffn {
     Gated { gate: Weight, up: Weight, down: Weight },
     GatedFused { gate_up: Weight, down: Weight },
     Plain { up: Weight, up_bias: Option<Vec<f32>>, down: Weight, down_bias: Option<Vec<f32>> },
+    /// A mixture of experts (`Config::moe`).
+    Moe(Moe),
+}
+
+/// A stack of `n` matrices of one shape: a 3-D GGUF tensor [n_in, n_out, n], held as one
+/// matrix of `n · n_out` rows; matrix `x` is rows `x·n_out .. (x+1)·n_out`.
+#[derive(Clone, Copy)]
+pub struct Experts {
+    pub w: Weight,
+    pub n: usize,
+    pub n_out: usize,
+}
+
+impl Experts {
+    /// Expert `x`'s matrix (the same bytes: its outputs are the bits the stack gives).
+    pub fn expert(&self, x: usize) -> Weight {
+        self.w.rows(x * self.n_out, (x + 1) * self.n_out)
+    }
+}
+
+/// The dense FFN every token goes through beside the routed experts (Qwen2-MoE, Granite
+/// MoE shared), its output optionally scaled by a per-token sigmoid gate (Qwen2-MoE).
+pub struct SharedExpert {
+    pub gate: Weight,
+    pub up: Weight,
+    pub down: Weight,
+    /// `sigmoid(gate_inp · h)` multiplies the shared expert's output (one output row).
+    pub gate_inp: Option<Weight>,
+}
+
+/// A mixture-of-experts FFN: the router's logits pick `n_used` experts per token
+/// (`MoeConfig`), each a gated FFN whose output is weighted and summed in the order chosen
+/// (llama.cpp's `build_moe_ffn`); an optional shared expert is added.
+pub struct Moe {
+    /// [n_embd → n_expert] router logits (`ffn_gate_inp`).
+    pub router: Weight,
+    /// Gate and up projections [n_embd → n_ff_exp] per expert; a model without gate
+    /// projections runs act(up) (Granite MoE allows it).
+    pub gate: Option<Experts>,
+    pub up: Experts,
+    /// [n_ff_exp → n_embd] per expert.
+    pub down: Experts,
+    pub shared: Option<SharedExpert>,
 }
 
 /// One layer: an attention block and an FFN block, each with its norms and a residual add.
@@ -165,14 +211,34 @@ impl Model {
             } else {
                 Qkv::Split { q: ld.matrix(&n("attn_q"), e, q_dim)?, k: ld.matrix(&n("attn_k"), e, kv_dim)?, v: ld.matrix(&n("attn_v"), e, v_dim)? }
             };
-            let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
-            let ffn = if c.arch == Arch::Bert {
+            let ffn = if let Some(mc) = &c.moe {
+                let (ne, fe) = (mc.n_expert, mc.n_ff_exp);
+                let shared = match mc.n_ff_shexp {
+                    0 => None,
+                    fs => Some(SharedExpert {
+                        gate: ld.matrix(&n("ffn_gate_shexp"), e, fs)?,
+                        up: ld.matrix(&n("ffn_up_shexp"), e, fs)?,
+                        down: ld.matrix(&n("ffn_down_shexp"), fs, e)?,
+                        gate_inp: ld.opt_row_matrix(&n("ffn_gate_inp_shexp"), e)?,
+                    }),
+                };
+                Ffn::Moe(Moe {
+                    router: ld.matrix(&n("ffn_gate_inp"), e, ne)?,
+                    gate: ld.opt_experts(&n("ffn_gate_exps"), e, fe, ne)?,
+                    up: ld.experts(&n("ffn_up_exps"), e, fe, ne)?,
+                    down: ld.experts(&n("ffn_down_exps"), fe, e, ne)?,
+                    shared,
+                })
+            } else if c.arch == Arch::Bert {
+                let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 let up = ld.matrix(&n("ffn_up"), e, c.n_ff)?;
                 Ffn::Plain { up, up_bias: ld.opt_vector(&b("ffn_up"), c.n_ff)?, down, down_bias: ld.opt_vector(&b("ffn_down"), e)? }
             } else if c.arch.is_encoder() {
+                let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 // nomic-bert: SwiGLU, and llama.cpp's graph adds no FFN biases
                 Ffn::Gated { gate: ld.matrix(&n("ffn_gate"), e, c.n_ff)?, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down }
             } else {
+                let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 match ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)? {
                     Some(gate) => Ffn::Gated { gate, up: ld.matrix(&n("ffn_up"), e, c.n_ff)?, down },
                     None => Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down },
@@ -202,8 +268,9 @@ impl Model {
                 attn: Attention {
                     qkv,
                     bias,
-                    q_norm: ld.opt_vector(&n("attn_q_norm"), hd)?,
-                    k_norm: ld.opt_vector(&n("attn_k_norm"), hd)?,
+                    // per head, or (OLMoE) over the whole projection
+                    q_norm: if c.arch == Arch::Olmoe { ld.opt_vector(&n("attn_q_norm"), q_dim)? } else { ld.opt_vector(&n("attn_q_norm"), hd)? },
+                    k_norm: if c.arch == Arch::Olmoe { ld.opt_vector(&n("attn_k_norm"), kv_dim)? } else { ld.opt_vector(&n("attn_k_norm"), hd)? },
                     wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
                     wo_bias: ld.opt_vector(&b("attn_output"), e)?,
                 },

@@ -2,7 +2,7 @@
 //! typed layer (`Layer`, `Qkv`, `Ffn`), walked by the CPU forward pass (`forward.rs`) and
 //! by the GPU offload (`gpu/offload.rs`, which also uploads the weights the steps name).
 //! What differs per backend is how a step runs, not which steps run.
-use super::{Activation, Ffn, Model, Norm, Norms, Qkv};
+use super::{Activation, Ffn, Model, Moe, Norm, Norms, Qkv};
 use crate::cpu::Weight;
 
 /// The activation buffers steps read and write, one row per token.
@@ -21,9 +21,12 @@ pub enum Buf {
     O,
     Gate,
     Up,
+    /// Router logits [n, n_expert] (mixture-of-experts layers), or a shared expert's gate
+    /// logit [n, 1].
+    Router,
 }
 
-pub const N_BUFS: usize = 9;
+pub const N_BUFS: usize = 10;
 
 pub enum Step<'m> {
     /// `dst = RMSNorm(src) · w` over each of `groups` pieces of `width` values per token
@@ -46,8 +49,14 @@ pub enum Step<'m> {
     Attention { swa: bool },
     /// `X += src`.
     Residual { src: Buf },
-    /// `Gate = act(Gate) ⊙ Up`.
-    GatedAct(Activation),
+    /// `Gate = act(Gate) ⊙ Up` over `width` values per token.
+    GatedAct { act: Activation, width: usize },
+    /// `buf *= sigmoid(gate)` row by row, `gate` holding one logit per token (Qwen2-MoE's
+    /// shared-expert gate, computed as llama.cpp does: silu(g) / g).
+    SigmoidGate { buf: Buf, gate: Buf, width: usize },
+    /// The routed experts: from the router logits in `Router`, each token's chosen experts
+    /// run on `src` and their weighted sum goes to `dst` (added to it with `add`).
+    Moe { moe: &'m Moe, src: Buf, dst: Buf, add: bool },
     /// `buf = act(buf)` over `width` values per token (an ungated FFN).
     Act { buf: Buf, act: Activation, width: usize },
     /// An activation tap for op-by-op comparison with llama.cpp (`probe.rs`; the CPU's only).
@@ -77,9 +86,12 @@ fn block_in<'m>(s: &mut Vec<Step<'m>>, norms: &'m Norms, e: usize, name: &'stati
 /// A block's output O: its optional post-norm (Gemma 3), the residual add into X, then
 /// the optional norm of the sum (BERT); `names`: the post-norm's tensor, the taps after
 /// it and after the add, and the norm of the sum.
-fn block_out<'m>(s: &mut Vec<Step<'m>>, norms: &'m Norms, e: usize, names: [&'static str; 4]) {
+fn block_out<'m>(s: &mut Vec<Step<'m>>, norms: &'m Norms, e: usize, residual_scale: f32, names: [&'static str; 4]) {
     if let Some(n) = &norms.post {
         s.push(norm(n, Buf::O, Buf::O, e, names[0]));
+    }
+    if residual_scale != 1.0 {
+        s.push(Step::Scale { buf: Buf::O, s: residual_scale, width: e });
     }
     s.push(Step::Tap { buf: Buf::O, width: e, name: names[1] });
     s.push(Step::Residual { src: Buf::O });
@@ -116,11 +128,12 @@ impl Model {
                 s.push(Step::AddBias { dst, b, name });
             }
         }
+        // per head, or over the whole projection (a norm as long as it)
         if let Some(w) = &a.q_norm {
-            s.push(Step::Norm { src: Q, dst: Q, w, width: hd, groups: c.n_head, name: "attn_q_norm" });
+            s.push(Step::Norm { src: Q, dst: Q, w, width: w.len(), groups: qd / w.len().max(1), name: "attn_q_norm" });
         }
         if let Some(w) = &a.k_norm {
-            s.push(Step::Norm { src: K, dst: K, w, width: hd, groups: c.n_head_kv, name: "attn_k_norm" });
+            s.push(Step::Norm { src: K, dst: K, w, width: w.len(), groups: kd / w.len().max(1), name: "attn_k_norm" });
         }
         s.extend([tap(Q, qd, "Qcur_normed"), tap(K, kd, "Kcur_normed")]);
         if c.rope {
@@ -137,7 +150,8 @@ impl Model {
             s.push(Step::AddBias { dst: O, b, name: "attn_output.bias" });
         }
         s.push(tap(O, e, "attn_o"));
-        block_out(&mut s, &l.attn_norms, e, ["post_attention_norm", "attn_post_norm", "sa_out", "attn_output_norm"]);
+        let rs = c.residual_scale;
+        block_out(&mut s, &l.attn_norms, e, rs, ["post_attention_norm", "attn_post_norm", "sa_out", "attn_output_norm"]);
 
         let x = block_in(&mut s, &l.ffn_norms, e, "ffn_norm");
         let down = match &l.ffn {
@@ -164,16 +178,38 @@ impl Model {
                     s.push(Step::AddBias { dst: O, b, name: "ffn_down.bias" });
                 }
                 s.push(tap(O, e, "ffn_out"));
-                block_out(&mut s, &l.ffn_norms, e, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
+                block_out(&mut s, &l.ffn_norms, e, rs, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
+                return s;
+            }
+            Ffn::Moe(moe) => {
+                // the shared expert first, into O (a sum's bits do not depend on its order)
+                if let Some(sh) = &moe.shared {
+                    let fs = sh.gate.n_out;
+                    s.push(Step::MatMul { w: &sh.gate, lo: 0, hi: fs, src: x, dst: Gate, name: "ffn_gate_shexp" });
+                    s.push(Step::MatMul { w: &sh.up, lo: 0, hi: fs, src: x, dst: Up, name: "ffn_up_shexp" });
+                    s.push(Step::GatedAct { act: Activation::Silu, width: fs });
+                    s.push(Step::MatMul { w: &sh.down, lo: 0, hi: e, src: Gate, dst: O, name: "ffn_down_shexp" });
+                    s.push(tap(O, e, "ffn_shexp"));
+                    if let Some(g) = &sh.gate_inp {
+                        s.push(Step::MatMul { w: g, lo: 0, hi: 1, src: x, dst: Router, name: "ffn_gate_inp_shexp" });
+                        s.push(Step::SigmoidGate { buf: O, gate: Router, width: e });
+                        s.push(tap(O, e, "ffn_shexp_out"));
+                    }
+                }
+                s.push(Step::MatMul { w: &moe.router, lo: 0, hi: moe.router.n_out, src: x, dst: Router, name: "ffn_gate_inp" });
+                s.push(tap(Router, moe.router.n_out, "ffn_moe_logits"));
+                s.push(Step::Moe { moe, src: x, dst: O, add: moe.shared.is_some() });
+                s.push(tap(O, e, "ffn_out"));
+                block_out(&mut s, &l.ffn_norms, e, rs, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
                 return s;
             }
         };
         s.extend([tap(Gate, f, "ffn_gate"), tap(Up, f, "ffn_up")]);
-        s.push(Step::GatedAct(c.activation));
+        s.push(Step::GatedAct { act: c.activation, width: f });
         s.push(tap(Gate, f, "ffn_geglu"));
         s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Gate, dst: O, name: "ffn_down" });
         s.push(tap(O, e, "ffn_out"));
-        block_out(&mut s, &l.ffn_norms, e, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
+        block_out(&mut s, &l.ffn_norms, e, rs, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
         s
     }
 
@@ -183,6 +219,7 @@ impl Model {
             .iter()
             .map(|s| match s {
                 Step::MatMul { w, lo, hi, .. } => ((hi - lo) * w.row_bytes) as u64,
+                Step::Moe { moe, .. } => moe.gate.map_or(0, |g| g.w.bytes().len() as u64) + (moe.up.w.bytes().len() + moe.down.w.bytes().len()) as u64,
                 _ => 0,
             })
             .sum()

@@ -1,4 +1,5 @@
 //! Binding GGUF tensors to typed weights, with shape checks that name the tensor.
+use super::Experts;
 use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::gguf::{Gguf, TensorInfo};
@@ -58,6 +59,28 @@ impl<'a> Loader<'a> {
         // SAFETY: `data` points into the model's memory map, which the `Model` owns
         // (through an Arc<Gguf>) for at least as long as any Weight built from it.
         Ok(unsafe { Weight::new(t.ty, t.row_len(), t.n_rows(), data, dot) })
+    }
+
+    /// A stack of `n` matrices [n_in, n_out] (a 3-D tensor [n_in, n_out, n]: experts).
+    pub fn experts(&self, name: &str, n_in: usize, n_out: usize, n: usize) -> Result<Experts> {
+        let t = self.info(name)?;
+        self.check_shape(t, &[n_in, n_out, n])?;
+        Ok(Experts { w: self.weight_of(t)?, n, n_out })
+    }
+
+    pub fn opt_experts(&self, name: &str, n_in: usize, n_out: usize, n: usize) -> Result<Option<Experts>> {
+        if self.has(name) {
+            self.experts(name, n_in, n_out, n).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// A one-row matrix [n_in] or [n_in, 1] (Qwen2-MoE's shared-expert gate), if present.
+    pub fn opt_row_matrix(&self, name: &str, n_in: usize) -> Result<Option<Weight>> {
+        let Some(t) = self.g.tensor(name) else { return Ok(None) };
+        self.check_shape(t, &[n_in])?;
+        self.weight_of(t).map(Some)
     }
 
     pub fn opt_matrix(&self, name: &str, n_in: usize, n_out: usize) -> Result<Option<Weight>> {

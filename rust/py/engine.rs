@@ -352,6 +352,11 @@ impl PyEngine {
         d.set_item("n_head", c.n_head)?;
         d.set_item("n_head_kv", c.n_head_kv)?;
         d.set_item("n_params", e.model.n_params())?;
+        let f = crate::model::footprint::footprint(g, c);
+        d.set_item("n_params_active", f.n_params_active)?;
+        d.set_item("bytes_per_token", f.bytes_per_token)?;
+        d.set_item("n_expert", f.n_expert)?;
+        d.set_item("n_expert_used", f.n_expert_used)?;
         d.set_item("size", g.file_size())?;
         d.set_item("n_threads", e.pool.n_threads())?;
         d.set_item("n_batch", e.config.n_batch)?;

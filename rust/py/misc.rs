@@ -58,6 +58,18 @@ pub fn inspect<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDic
         tensors.append((t.name.as_str(), t.ty.name(), t.dims.clone(), t.offset, t.size, t.file))?;
     }
     d.set_item("tensors", tensors)?;
+    // a model llamars can run: what it holds and what a token reads
+    if let Ok(c) = crate::model::config::Config::from_gguf(&g) {
+        let f = crate::model::footprint::footprint(&g, &c);
+        let m = PyDict::new(py);
+        m.set_item("arch", c.arch.name())?;
+        m.set_item("n_params", f.n_params)?;
+        m.set_item("n_params_active", f.n_params_active)?;
+        m.set_item("bytes_per_token", f.bytes_per_token)?;
+        m.set_item("n_expert", f.n_expert)?;
+        m.set_item("n_expert_used", f.n_expert_used)?;
+        d.set_item("model", m)?;
+    }
     Ok(d)
 }
 
@@ -87,7 +99,9 @@ pub fn memory_plan<'py>(
     // most one per thread at a time
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1) as u128;
     let group = (c.n_head / c.n_head_kv.max(1)).max(1) as u128;
-    let compute = u * 4 * (6 * c.n_embd as u128 + 3 * c.n_ff as u128)
+    // experts: each token's n_used weighted outputs, and one expert's rows at a time
+    let moe = c.moe.as_ref().map_or(0, |m| m.n_expert as u128 + (m.n_used as u128 + 2) * c.n_embd as u128 + 3 * m.n_ff_exp as u128);
+    let compute = u * 4 * (6 * c.n_embd as u128 + 3 * c.n_ff as u128 + moe)
         + n_parallel as u128 * c.n_vocab as u128 * 4
         + threads * group * slot_ctx as u128 * 4;
     let d = PyDict::new(py);

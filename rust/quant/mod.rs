@@ -90,6 +90,17 @@ pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
         _ => 0,
     }
 }
+/// Whether llama.cpp's batch order (see [`batch_tokens`]) can apply to an `n_out` × `n_in`
+/// matrix of `ty` at all: tinyBLAS (F32, F16) takes only a multiple of 4 rows and of 16
+/// columns (`llamafile_sgemm` on AVX-512), other shapes go through `ggml_vec_dot` (a
+/// one-output gate, say).
+pub fn batch_shape(ty: GgmlType, n_in: usize, n_out: usize) -> bool {
+    match ty {
+        GgmlType::F32 | GgmlType::F16 => n_out.is_multiple_of(4) && n_in.is_multiple_of(16),
+        _ => true,
+    }
+}
+
 /// Whether a matmul weight of `ty` with `n_out` rows follows the order of llama.cpp's repacked
 /// rows-of-8 kernels: llama.cpp (x86, AVX2 and up) holds such weights as `q4_0_8x8` /
 /// `iq4_nl_8x8` in its CPU_REPACK buffer, whose gemv and gemm keep one f32 chain per output

@@ -45,6 +45,15 @@ def props(svc: NamedDependency[Service]) -> dict:
         "build_info": f"llamars {__version__}",
         "is_sleeping": False,
         "model_ftype": FILE_TYPES.get(i.get("file_type"), ""),
+        # llamars: what the model holds and what a token reads (mixtures of experts: active)
+        "model_info": {
+            "arch": i["arch"],
+            "n_params": i["n_params"],
+            "n_params_active": i["n_params_active"],
+            "n_expert": i["n_expert"],
+            "n_expert_used": i["n_expert_used"],
+            "bytes_per_token": i["bytes_per_token"],
+        },
         "endpoint_slots": svc.config.slots,
         "endpoint_props": svc.config.props,
         "endpoint_metrics": svc.config.metrics,
@@ -121,6 +130,7 @@ def models(svc: NamedDependency[Service]) -> dict:
                     "ftype": FILE_TYPES.get(i.get("file_type"), ""),
                     "n_embd": i["n_embd"],
                     "n_params": i["n_params"],
+                    "n_params_active": i["n_params_active"],
                     "size": i["size"],
                 },
             }

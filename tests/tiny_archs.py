@@ -1,0 +1,155 @@
+"""Tiny GGUF models of the architectures past the first five (tests/tiny_models.py has
+those): mixture-of-experts decoders (qwen3moe, qwen2moe with its gated shared expert,
+Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert) and Granite's
+dense model with its multipliers. Random weights of any tensor type, tensor names and
+metadata keys as llama.cpp reads them, the same small SentencePiece vocabulary.
+
+Expert tensors are 3-D, ggml dims [n_in, n_out, n_expert]: each expert's matrix is
+generated like any 2-D weight and the experts are stacked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List
+
+import numpy as np
+from gguf import GGUFValueType as VT
+
+import tiny_models as tm
+from tiny_models import KV, Tensor
+
+# router weights: logits of std ~2 over normalised inputs, so the top k are distinct but
+# more than one expert carries weight
+STD_ROUTER = 0.12
+
+
+@dataclass(frozen=True)
+class ArchSpec:
+    arch: str  # general.architecture
+    n_layer: int = 2
+    n_head: int = 4
+    n_head_kv: int = 2
+    head_dim: int = 64
+    n_embd: int = 256
+    n_ff: int = 512
+    rope_base: float = 10000.0
+    eps: float = 1e-5
+    ctx: int = 128
+    n_expert: int = 0
+    n_used: int = 0
+    #: expert hidden size written as expert_feed_forward_length (0: the arch uses n_ff)
+    n_ff_exp: int = 0
+    n_ff_shexp: int = 0
+    qkv_bias: bool = False
+    #: "head": per-head q/k RMS norms; "full": over the whole projection (OLMoE)
+    qk_norm: str = ""
+    granite: bool = False
+
+
+SPECS: Dict[str, ArchSpec] = {
+    # 8 experts, 4 per token: with a 12-token prompt some experts get 8 or more rows (the
+    # tiled kernel's threshold in llama.cpp's mul_mat_id)
+    "qwen3moe": ArchSpec("qwen3moe", n_expert=8, n_used=4, n_ff_exp=256, qk_norm="head", rope_base=1e6, eps=1e-6),
+    "qwen2moe": ArchSpec("qwen2moe", n_expert=8, n_used=2, n_ff_exp=256, n_ff_shexp=512, qkv_bias=True, rope_base=1e6, eps=1e-6),
+    # Mixtral: llama with experts (expert hidden size = feed_forward_length)
+    "mixtral": ArchSpec("llama", n_expert=8, n_used=2, n_ff=256),
+    "olmoe": ArchSpec("olmoe", n_head_kv=4, n_expert=8, n_used=2, n_ff=256, qk_norm="full"),
+    "granite": ArchSpec("granite", granite=True),
+    "granitemoe": ArchSpec("granitemoe", n_expert=8, n_used=2, n_ff=256, n_ff_shexp=256, granite=True),
+}
+ARCHS = list(SPECS)
+
+# Granite's multipliers (granite-3.x values, the attention scale a power of two)
+GRANITE = {"embedding_scale": 12.0, "residual_scale": 0.22, "logit_scale": 8.0, "attention.scale": 0.015625}
+
+
+def model_kvs(key: str) -> List[KV]:
+    s = SPECS[key]
+    a = s.arch
+    tokens, scores, types, ids = tm.spm_vocab()
+    kvs = [
+        KV("general.architecture", VT.STRING, a),
+        KV("general.name", VT.STRING, f"tiny-{key}"),
+        KV(f"{a}.context_length", VT.UINT32, s.ctx),
+        KV(f"{a}.embedding_length", VT.UINT32, s.n_embd),
+        KV(f"{a}.block_count", VT.UINT32, s.n_layer),
+        KV(f"{a}.feed_forward_length", VT.UINT32, s.n_ff),
+        KV(f"{a}.attention.head_count", VT.UINT32, s.n_head),
+        KV(f"{a}.attention.head_count_kv", VT.UINT32, s.n_head_kv),
+        KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, s.eps),
+        KV(f"{a}.rope.freq_base", VT.FLOAT32, s.rope_base),
+        KV(f"{a}.rope.dimension_count", VT.UINT32, s.head_dim),
+    ]
+    if s.n_expert:
+        kvs += [KV(f"{a}.expert_count", VT.UINT32, s.n_expert), KV(f"{a}.expert_used_count", VT.UINT32, s.n_used)]
+    if s.n_ff_exp:
+        kvs.append(KV(f"{a}.expert_feed_forward_length", VT.UINT32, s.n_ff_exp))
+    if s.n_ff_shexp:
+        kvs.append(KV(f"{a}.expert_shared_feed_forward_length", VT.UINT32, s.n_ff_shexp))
+    if s.granite:
+        kvs += [KV(f"{a}.{k}", VT.FLOAT32, v) for k, v in GRANITE.items()]
+    kvs += [
+        KV("tokenizer.ggml.model", VT.STRING, "llama"),
+        KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
+        KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
+        KV("tokenizer.ggml.token_type", VT.ARRAY, tm.Arr(VT.INT32, types)),
+        KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
+        KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
+        KV("tokenizer.ggml.unknown_token_id", VT.UINT32, ids["unk"]),
+        KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
+        KV("tokenizer.ggml.add_eos_token", VT.BOOL, False),
+    ]
+    return kvs
+
+
+def make_experts(name: str, wtype: str, n_in: int, n_out: int, n: int, std: float, rng) -> Tensor:
+    """`n` random [n_out x n_in] matrices of `wtype` stacked: ggml dims [n_in, n_out, n]."""
+    parts = [tm.make_weight(name, wtype, n_in, n_out, std, rng) for _ in range(n)]
+    return Tensor(name, parts[0].ggml_type, [n_in, n_out, n], b"".join(p.data for p in parts))
+
+
+def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
+    s = SPECS[key]
+    rng = np.random.default_rng(seed)
+    e, H, Hk, D, F = s.n_embd, s.n_head, s.n_head_kv, s.head_dim, s.n_ff
+    nv = len(tm.spm_vocab()[0])
+
+    def norm(name, n, mean=1.0, sd=0.1):
+        return tm.make_vector(name, mean + sd * rng.standard_normal(n))
+
+    W = tm.make_weight
+    ts = [W("token_embd.weight", wtype, e, nv, tm.STD_OTHER, rng), norm("output_norm.weight", e), W("output.weight", wtype, e, nv, tm.STD_OTHER, rng)]
+    fe = s.n_ff_exp or F
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        ts.append(norm(p + "attn_norm.weight", e))
+        ts += [W(p + "attn_q.weight", wtype, e, H * D, tm.STD_QK, rng), W(p + "attn_k.weight", wtype, e, Hk * D, tm.STD_QK, rng),
+               W(p + "attn_v.weight", wtype, e, Hk * D, tm.STD_OTHER, rng)]
+        if s.qkv_bias:
+            ts += [tm.make_vector(p + f"attn_{x}.bias", tm.STD_BIAS * rng.standard_normal(n)) for x, n in (("q", H * D), ("k", Hk * D), ("v", Hk * D))]
+        if s.qk_norm:
+            qn, kn = (D, D) if s.qk_norm == "head" else (H * D, Hk * D)
+            ts += [norm(p + "attn_q_norm.weight", qn, mean=1.5, sd=0.3), norm(p + "attn_k_norm.weight", kn, mean=1.5, sd=0.3)]
+        ts.append(W(p + "attn_output.weight", wtype, H * D, e, tm.STD_OTHER, rng))
+        ts.append(norm(p + "ffn_norm.weight", e))
+        if not s.n_expert:
+            ts += [W(p + "ffn_gate.weight", wtype, e, F, tm.STD_OTHER, rng), W(p + "ffn_up.weight", wtype, e, F, tm.STD_OTHER, rng),
+                   W(p + "ffn_down.weight", wtype, F, e, tm.STD_OTHER, rng)]
+            continue
+        # the router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp
+        ts.append(W(p + "ffn_gate_inp.weight", "F32", e, s.n_expert, STD_ROUTER, rng))
+        ts.append(make_experts(p + "ffn_gate_exps.weight", wtype, e, fe, s.n_expert, tm.STD_OTHER * 2, rng))
+        ts.append(make_experts(p + "ffn_up_exps.weight", wtype, e, fe, s.n_expert, tm.STD_OTHER * 2, rng))
+        ts.append(make_experts(p + "ffn_down_exps.weight", wtype, fe, e, s.n_expert, tm.STD_OTHER * 2, rng))
+        if s.n_ff_shexp:
+            fs = s.n_ff_shexp
+            ts += [W(p + "ffn_gate_shexp.weight", wtype, e, fs, tm.STD_OTHER, rng), W(p + "ffn_up_shexp.weight", wtype, e, fs, tm.STD_OTHER, rng),
+                   W(p + "ffn_down_shexp.weight", wtype, fs, e, tm.STD_OTHER, rng)]
+            if s.arch == "qwen2moe":
+                ts.append(tm.make_vector(p + "ffn_gate_inp_shexp.weight", STD_ROUTER * rng.standard_normal(e)))
+    return ts
+
+
+def write_model(path, key: str, wtype: str = "F32", seed: int = 0) -> tm.Layout:
+    """Write the tiny `key` model (a key of SPECS) with `wtype` weights to `path`."""
+    return tm.write_gguf(path, model_kvs(key), model_tensors(key, wtype, seed))
