@@ -90,17 +90,16 @@ def decode_bytes(path: str) -> Tuple[int, int, str]:
     """(bytes of weights one decode token reads, bytes of all tensors, a type summary).
 
     Every tensor is read whole except token_embd.weight, of which one row is read, unless
-    there is no output.weight: then the output projection reads the tied matrix whole."""
+    there is no output.weight: then the output projection reads the tied matrix whole; of a
+    mixture of experts' expert tensors the share of the experts a token is routed to
+    (`llamars.inspect`'s `bytes_per_token`, which follows these rules)."""
     from gguf import GGUFReader
 
+    from llamars import _core
+
     r = GGUFReader(path)
-    tensors = {t.name: t for t in r.tensors}
     total = sum(int(t.n_bytes) for t in r.tensors)
-    read = total
-    emb = tensors.get("token_embd.weight")
-    if emb is not None and "output.weight" in tensors:
-        n_rows = int(emb.shape[-1]) if len(emb.shape) > 1 else 1  # ggml order: shape[1] is the vocab
-        read -= int(emb.n_bytes) - int(emb.n_bytes) // n_rows
+    read = _core.inspect(path)["model"]["bytes_per_token"]
     by_type: dict = {}
     for t in r.tensors:
         by_type[t.tensor_type.name] = by_type.get(t.tensor_type.name, 0) + int(t.n_bytes)

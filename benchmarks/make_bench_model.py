@@ -10,6 +10,9 @@
     #   qwen2.5-1.5b  qwen2 (q/k/v biases), 28 layers, embd 1536, ff 8960, 12/2 heads,
     #                 vocab 151936, tied
     #   llama-3.1-8b  llama, 32 layers, embd 4096, ff 14336, 32/8 heads, vocab 128256, untied
+    #   qwen3-30b-a3b qwen3moe, 48 layers, embd 2048, 32/4 heads of 128, q/k norms, 128
+    #                 experts of ff 768 with 8 per token, vocab 151936, untied (use --layers:
+    #                 each layer is ~350 MB)
     python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.2-1b.gguf --preset llama-3.2-1b
     python benchmarks/make_bench_model.py llama /tmp/bm/qwen2.5-1.5b.gguf --preset qwen2.5-1.5b
     python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.1-8b.gguf --preset llama-3.1-8b [--layers 4]
@@ -80,6 +83,8 @@ PRESETS = {
                          rope_base=1000000.0, eps=1e-6, ctx=32768, rope_scale=None),
     "llama-3.1-8b": dict(arch="llama", layers=32, embd=4096, ff=14336, heads=32, kv_heads=8, vocab=128256, tied=False,
                          rope_base=500000.0, eps=1e-5, ctx=131072, rope_scale=8.0),
+    "qwen3-30b-a3b": dict(arch="qwen3moe", layers=48, embd=2048, ff=6144, heads=32, kv_heads=4, vocab=151936, tied=False,
+                          rope_base=1000000.0, eps=1e-6, ctx=40960, rope_scale=None, head_dim=128, experts=(128, 8, 768)),
 }
 # TinyLlama-1.1B's shape when neither a preset nor a flag gives one
 DEFAULTS = dict(arch="llama", layers=22, embd=2048, ff=5632, heads=32, kv_heads=4, vocab=32000, tied=False,
@@ -173,9 +178,10 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
 
     arch, n_layer, n_embd, n_ff = cfg["arch"], cfg["layers"], cfg["embd"], cfg["ff"]
     n_head, n_head_kv, n_vocab, tied = cfg["heads"], cfg["kv_heads"], cfg["vocab"], cfg["tied"]
-    if n_embd % n_head:
+    if n_embd % n_head and not cfg.get("head_dim"):
         raise SystemExit(f"--embd {n_embd} is not a multiple of --heads {n_head}")
-    hd = n_embd // n_head
+    hd = cfg.get("head_dim") or n_embd // n_head
+    n_expert, n_used, n_ff_exp = cfg.get("experts") or (0, 0, 0)
     tokens, scores, types, ids = tm.spm_vocab()
     if n_vocab < len(tokens):
         raise SystemExit(f"--vocab must be at least {len(tokens)}")
@@ -199,6 +205,11 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
     ]
     if arch == "llama":
         kvs.append(tm.KV(f"{a}.rope.dimension_count", VT.UINT32, hd))
+    if hd * n_head != n_embd:
+        kvs += [tm.KV(f"{a}.attention.key_length", VT.UINT32, hd), tm.KV(f"{a}.attention.value_length", VT.UINT32, hd)]
+    if n_expert:
+        kvs += [tm.KV(f"{a}.expert_count", VT.UINT32, n_expert), tm.KV(f"{a}.expert_used_count", VT.UINT32, n_used),
+                tm.KV(f"{a}.expert_feed_forward_length", VT.UINT32, n_ff_exp)]
     kvs += [
         tm.KV("tokenizer.ggml.model", VT.STRING, "llama"),
         tm.KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
@@ -218,18 +229,30 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
     specs.append(("output_norm.weight", 0, [n_embd], "norm"))
     if not tied:
         specs.append(w("output.weight", -1, n_embd, n_vocab))
-    kv_dim = n_head_kv * hd
+    kv_dim, q_dim = n_head_kv * hd, n_head * hd
+
+    def exps(name, il, n_in, n_out):  # a stack of n_expert matrices, typed as its 2-D twin
+        return (name, q4_k_m_type(name.replace("_exps", ""), il, n_layer, tied, n_in), [n_in, n_out, n_expert], "weight")
+
     for il in range(n_layer):
         b = f"blk.{il}."
         specs.append((b + "attn_norm.weight", 0, [n_embd], "norm"))
-        specs += [w(b + "attn_q.weight", il, n_embd, n_embd), w(b + "attn_k.weight", il, n_embd, kv_dim),
+        specs += [w(b + "attn_q.weight", il, n_embd, q_dim), w(b + "attn_k.weight", il, n_embd, kv_dim),
                   w(b + "attn_v.weight", il, n_embd, kv_dim)]
         if arch == "qwen2":
             specs += [(b + "attn_q.bias", 0, [n_embd], "weight"), (b + "attn_k.bias", 0, [kv_dim], "weight"),
                       (b + "attn_v.bias", 0, [kv_dim], "weight")]
-        specs += [w(b + "attn_output.weight", il, n_embd, n_embd), (b + "ffn_norm.weight", 0, [n_embd], "norm"),
-                  w(b + "ffn_gate.weight", il, n_embd, n_ff), w(b + "ffn_up.weight", il, n_embd, n_ff),
-                  w(b + "ffn_down.weight", il, n_ff, n_embd)]
+        if arch in ("qwen3", "qwen3moe"):
+            specs += [(b + "attn_q_norm.weight", 0, [hd], "norm"), (b + "attn_k_norm.weight", 0, [hd], "norm")]
+        specs += [w(b + "attn_output.weight", il, q_dim, n_embd), (b + "ffn_norm.weight", 0, [n_embd], "norm")]
+        if n_expert:
+            # the router stays F32 (llama.cpp's quantizer skips ffn_gate_inp)
+            specs += [(b + "ffn_gate_inp.weight", 0, [n_embd, n_expert], "weight"),
+                      exps(b + "ffn_gate_exps.weight", il, n_embd, n_ff_exp), exps(b + "ffn_up_exps.weight", il, n_embd, n_ff_exp),
+                      exps(b + "ffn_down_exps.weight", il, n_ff_exp, n_embd)]
+        else:
+            specs += [w(b + "ffn_gate.weight", il, n_embd, n_ff), w(b + "ffn_up.weight", il, n_embd, n_ff),
+                      w(b + "ffn_down.weight", il, n_ff, n_embd)]
     write_streaming(out, kvs, specs, np.random.default_rng(seed))
     n_params = sum(int(np.prod(d)) for _, _, d, _ in specs)
     n_q6 = sum(1 for _, ty, _, _ in specs if ty == Q6_K)
@@ -277,7 +300,7 @@ def main() -> int:
     a = sub.add_parser("llama", help="a llama / qwen2 model with llama.cpp's Q4_K_M type mix")
     a.add_argument("out")
     a.add_argument("--preset", choices=sorted(PRESETS), help="a real model's shape (flags below override it)")
-    a.add_argument("--arch", choices=("llama", "qwen2"), help="qwen2: q/k/v biases (default llama)")
+    a.add_argument("--arch", choices=("llama", "qwen2", "qwen3moe"), help="qwen2: q/k/v biases (default llama)")
     a.add_argument("--layers", type=int, help="default 22 (TinyLlama) or the preset's")
     a.add_argument("--embd", type=int, help="default 2048")
     a.add_argument("--ff", type=int, help="default 5632")

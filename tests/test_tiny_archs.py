@@ -1,5 +1,6 @@
 """Parity with llama.cpp on tiny models of the later architectures (tests/tiny_archs.py:
-qwen3moe, qwen2moe, Mixtral, olmoe, granite, granitemoe) in every weight type, under every
+qwen3moe, qwen2moe, Mixtral, olmoe, granite, granitemoe, gemma2, olmo2, olmo3, exaone4,
+smollm3, glm4) in every weight type, under every
 instruction set this machine has: a prompt evaluated as one batch and a sequence decoded one
 token at a time, against llama.cpp's logits digests and teacher-forced log-probs
 (tests/fixtures/tiny_llamacpp_archs.json, made by scripts/parity/arch_reference.py with
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 
 import tiny_archs as ta
-from test_tiny_parity import ISAS, _first_difference, _isa_available
+from test_tiny_parity import ISAS, _first_difference, _isa_available  # sha256 fields: 16 hex digits here
 
 REF = json.loads((Path(__file__).parent / "fixtures" / "tiny_llamacpp_archs.json").read_text())
 
@@ -52,7 +53,7 @@ def lps(rows, ids):
     return out
 def dig(rows, ids):
     rows = np.asarray(rows, dtype=np.float32)
-    return [{"sha256": hashlib.sha256(np.ascontiguousarray(r).tobytes()).hexdigest(), "argmax": int(np.argmax(r)), "lp": lp,
+    return [{"sha256": hashlib.sha256(np.ascontiguousarray(r).tobytes()).hexdigest()[:16], "argmax": int(np.argmax(r)), "lp": lp,
              "top": [[int(i), int(r[i].view(np.uint32))] for i in np.argsort(-r, kind="stable")[:3]]} for r, lp in zip(rows, lps(rows, ids))]
 for key in sys.argv[5:]:
     arch, wtype = key.split("/")
@@ -114,3 +115,13 @@ def test_logits_bit_identical_to_llama_cpp(results, key):
     isa, r, want = _got_want(results, key)
     bad = [f"{phase} {d}" for phase in ("prefill", "decode") if (d := _first_difference(r[phase], want[phase]))]
     assert not bad, f"{key} under {isa}: " + "; ".join(bad)
+
+
+def test_gpu_offload_keeps_soft_capped_models_on_the_cpu(tmp_path):
+    from llamars import Engine
+
+    p = tmp_path / "gemma2.gguf"
+    ta.write_model(p, "gemma2", "F32")
+    e = Engine(str(p), n_ctx=128, n_gpu_layers=-1)
+    assert e.n_gpu_layers_offloaded == 0 and "soft-caps" in e.info["gpu_note"]
+    e.close()

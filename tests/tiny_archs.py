@@ -1,7 +1,8 @@
 """Tiny GGUF models of the architectures past the first five (tests/tiny_models.py has
 those): mixture-of-experts decoders (qwen3moe, qwen2moe with its gated shared expert,
-Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert) and Granite's
-dense model with its multipliers. Random weights of any tensor type, tensor names and
+Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert), Granite's dense
+model with its multipliers, Gemma 2 (soft-capping, alternating local layers), OLMo 2 / 3,
+EXAONE 4, SmolLM3 and GLM-4. Random weights of any tensor type, tensor names and
 metadata keys as llama.cpp reads them, the same small SentencePiece vocabulary.
 
 Expert tensors are 3-D, ggml dims [n_in, n_out, n_expert]: each expert's matrix is
@@ -44,6 +45,18 @@ class ArchSpec:
     #: "head": per-head q/k RMS norms; "full": over the whole projection (OLMoE)
     qk_norm: str = ""
     granite: bool = False
+    #: RMS norms before each block (attn_norm, ffn_norm) / on each block's output
+    pre_norm: bool = True
+    post_norm: bool = False
+    #: one [gate; up] matrix (GLM-4)
+    fused_up: bool = False
+    #: rope.dimension_count (0: the head size)
+    n_rot: int = 0
+    #: no output.weight: the output reuses token_embd.weight
+    tied: bool = False
+    window: int = 0
+    #: more metadata (key without the architecture prefix -> float)
+    extra: tuple = ()
 
 
 SPECS: Dict[str, ArchSpec] = {
@@ -56,6 +69,18 @@ SPECS: Dict[str, ArchSpec] = {
     "olmoe": ArchSpec("olmoe", n_head_kv=4, n_expert=8, n_used=2, n_ff=256, qk_norm="full"),
     "granite": ArchSpec("granite", granite=True),
     "granitemoe": ArchSpec("granitemoe", n_expert=8, n_used=2, n_ff=256, n_ff_shexp=256, granite=True),
+    # every other layer local (window 4), caps small enough that tanh bends the scores
+    "gemma2": ArchSpec("gemma2", n_layer=4, post_norm=True, tied=True, window=4, rope_base=1e6, eps=1e-6,
+                       extra=(("attn_logit_softcapping", 5.0), ("final_logit_softcapping", 3.0))),
+    # norms on each block's output only, q/k norms over the whole projection; olmo3 adds a
+    # window (every 4th layer global)
+    "olmo2": ArchSpec("olmo2", n_head_kv=4, pre_norm=False, post_norm=True, qk_norm="full"),
+    "olmo3": ArchSpec("olmo2", n_layer=4, n_head_kv=4, pre_norm=False, post_norm=True, qk_norm="full", window=4, rope_base=5e5),
+    "exaone4": ArchSpec("exaone4", pre_norm=False, post_norm=True, qk_norm="head", rope_base=1e6),
+    # 4 layers: the last one without RoPE
+    "smollm3": ArchSpec("smollm3", n_layer=4, tied=True, rope_base=5e6),
+    # pre and post norms, fused gate-up, half the head rotated, q/k/v biases
+    "glm4": ArchSpec("glm4", post_norm=True, fused_up=True, n_rot=32, qkv_bias=True),
 }
 ARCHS = list(SPECS)
 
@@ -78,8 +103,13 @@ def model_kvs(key: str) -> List[KV]:
         KV(f"{a}.attention.head_count_kv", VT.UINT32, s.n_head_kv),
         KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, s.eps),
         KV(f"{a}.rope.freq_base", VT.FLOAT32, s.rope_base),
-        KV(f"{a}.rope.dimension_count", VT.UINT32, s.head_dim),
+        KV(f"{a}.rope.dimension_count", VT.UINT32, s.n_rot or s.head_dim),
     ]
+    if s.head_dim * s.n_head != s.n_embd:
+        kvs += [KV(f"{a}.attention.key_length", VT.UINT32, s.head_dim), KV(f"{a}.attention.value_length", VT.UINT32, s.head_dim)]
+    if s.window:
+        kvs.append(KV(f"{a}.attention.sliding_window", VT.UINT32, s.window))
+    kvs += [KV(f"{a}.{k}", VT.FLOAT32, v) for k, v in s.extra]
     if s.n_expert:
         kvs += [KV(f"{a}.expert_count", VT.UINT32, s.n_expert), KV(f"{a}.expert_used_count", VT.UINT32, s.n_used)]
     if s.n_ff_exp:
@@ -118,11 +148,14 @@ def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
         return tm.make_vector(name, mean + sd * rng.standard_normal(n))
 
     W = tm.make_weight
-    ts = [W("token_embd.weight", wtype, e, nv, tm.STD_OTHER, rng), norm("output_norm.weight", e), W("output.weight", wtype, e, nv, tm.STD_OTHER, rng)]
+    ts = [W("token_embd.weight", wtype, e, nv, tm.STD_OTHER, rng), norm("output_norm.weight", e)]
+    if not s.tied:
+        ts.append(W("output.weight", wtype, e, nv, tm.STD_OTHER, rng))
     fe = s.n_ff_exp or F
     for il in range(s.n_layer):
         p = f"blk.{il}."
-        ts.append(norm(p + "attn_norm.weight", e))
+        if s.pre_norm:
+            ts.append(norm(p + "attn_norm.weight", e))
         ts += [W(p + "attn_q.weight", wtype, e, H * D, tm.STD_QK, rng), W(p + "attn_k.weight", wtype, e, Hk * D, tm.STD_QK, rng),
                W(p + "attn_v.weight", wtype, e, Hk * D, tm.STD_OTHER, rng)]
         if s.qkv_bias:
@@ -131,10 +164,18 @@ def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
             qn, kn = (D, D) if s.qk_norm == "head" else (H * D, Hk * D)
             ts += [norm(p + "attn_q_norm.weight", qn, mean=1.5, sd=0.3), norm(p + "attn_k_norm.weight", kn, mean=1.5, sd=0.3)]
         ts.append(W(p + "attn_output.weight", wtype, H * D, e, tm.STD_OTHER, rng))
-        ts.append(norm(p + "ffn_norm.weight", e))
+        if s.post_norm:
+            ts.append(norm(p + "post_attention_norm.weight", e))
+        if s.pre_norm:
+            ts.append(norm(p + "ffn_norm.weight", e))
         if not s.n_expert:
-            ts += [W(p + "ffn_gate.weight", wtype, e, F, tm.STD_OTHER, rng), W(p + "ffn_up.weight", wtype, e, F, tm.STD_OTHER, rng),
-                   W(p + "ffn_down.weight", wtype, F, e, tm.STD_OTHER, rng)]
+            if s.fused_up:
+                ts.append(W(p + "ffn_up.weight", wtype, e, 2 * F, tm.STD_OTHER, rng))  # [gate; up]
+            else:
+                ts += [W(p + "ffn_gate.weight", wtype, e, F, tm.STD_OTHER, rng), W(p + "ffn_up.weight", wtype, e, F, tm.STD_OTHER, rng)]
+            ts.append(W(p + "ffn_down.weight", wtype, F, e, tm.STD_OTHER, rng))
+            if s.post_norm:
+                ts.append(norm(p + "post_ffw_norm.weight", e))
             continue
         # the router stays F32, as llama.cpp's quantizer leaves ffn_gate_inp
         ts.append(W(p + "ffn_gate_inp.weight", "F32", e, s.n_expert, STD_ROUTER, rng))

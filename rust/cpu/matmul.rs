@@ -60,8 +60,8 @@ impl Weight {
         }
     }
 
-    /// A matrix llama.cpp keeps in its plain buffer (the token embedding table, also when it is
-    /// the output matrix): the type's own kernels, never the repacked orders.
+    /// A matrix as llama.cpp's plain buffer holds it: the type's own kernels, never the
+    /// repacked orders.
     /// # Safety
     /// As [`Weight::new`].
     pub unsafe fn plain(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
@@ -70,12 +70,6 @@ impl Weight {
         let tile = quant::tile_kernel(ty);
         let dot_batch = quant::dot_batch_fn(ty);
         Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch }
-    }
-
-    /// This matrix as llama.cpp's plain buffer holds it (see [`Weight::plain`]).
-    pub fn as_plain(&self) -> Weight {
-        // SAFETY: the same bytes as `self`, which its owner keeps alive.
-        unsafe { Weight::plain(self.ty, self.n_in, self.n_out, self.bytes(), quant::dot_fn(self.ty).unwrap_or(self.dot)) }
     }
 
     #[inline]

@@ -38,6 +38,9 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     if m.config.arch.is_encoder() {
         return Ok((None, format!("{} is an encoder: GPU offload covers decoder models; running on the CPU", m.config.arch.name())));
     }
+    if m.config.attn_softcap > 0.0 {
+        return Ok((None, format!("{} soft-caps attention scores, which GPU offload does not cover yet (WGSL's tanh is not libm's); running on the CPU", m.config.arch.name())));
+    }
     if m.config.moe.is_some() {
         return Ok((None, format!("{} has mixture-of-experts layers, which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
     }

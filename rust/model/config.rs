@@ -26,10 +26,25 @@ pub enum Arch {
     /// Granite MoE: Granite's multipliers with a mixture of experts (and an optional
     /// shared expert).
     GraniteMoe,
+    /// Gemma 2: Gemma 3's block without QK-norm, every other layer local, soft-capped
+    /// attention scores and logits.
+    Gemma2,
+    /// OLMo 2 / 3: norms on each block's output only (none before it), q/k RMS norms over
+    /// the whole projection.
+    Olmo2,
+    /// EXAONE 4: OLMo 2's output norms with per-head q/k norms; in the 32B model RoPE on
+    /// the local layers only.
+    Exaone4,
+    /// SmolLM3: llama with no RoPE on every 4th layer.
+    Smollm3,
+    /// GLM-4: norms before and after each block, a fused gate-up FFN, partial RoPE.
+    Glm4,
 }
 
-pub const SUPPORTED_ARCHS: &[&str] =
-    &["llama", "qwen2", "qwen3", "gemma3", "phi3", "bert", "nomic-bert", "qwen3moe", "qwen2moe", "olmoe", "granite", "granitemoe"];
+pub const SUPPORTED_ARCHS: &[&str] = &[
+    "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "exaone4", "smollm3", "glm4", "granite", "qwen3moe", "qwen2moe", "olmoe",
+    "granitemoe", "bert", "nomic-bert",
+];
 
 impl Arch {
     pub fn from_name(name: &str) -> Option<Arch> {
@@ -46,6 +61,11 @@ impl Arch {
             "olmoe" => Arch::Olmoe,
             "granite" => Arch::Granite,
             "granitemoe" => Arch::GraniteMoe,
+            "gemma2" => Arch::Gemma2,
+            "olmo2" => Arch::Olmo2,
+            "exaone4" => Arch::Exaone4,
+            "smollm3" => Arch::Smollm3,
+            "glm4" => Arch::Glm4,
             _ => return None,
         })
     }
@@ -64,6 +84,11 @@ impl Arch {
             Arch::Olmoe => "olmoe",
             Arch::Granite => "granite",
             Arch::GraniteMoe => "granitemoe",
+            Arch::Gemma2 => "gemma2",
+            Arch::Olmo2 => "olmo2",
+            Arch::Exaone4 => "exaone4",
+            Arch::Smollm3 => "smollm3",
+            Arch::Glm4 => "glm4",
         }
     }
 
@@ -148,78 +173,20 @@ pub struct Config {
     pub residual_scale: f32,
     /// Logits are multiplied by this (Granite: 1 / logit_scale).
     pub logit_scale: f32,
+    /// Soft-capping (`cap · tanh(x / cap)`) of attention scores and of the final logits
+    /// (Gemma 2: 50 and 30; 0 = off).
+    pub attn_softcap: f32,
+    pub final_softcap: f32,
+    /// Layers whose Q and K are rotated (every layer unless the architecture leaves some
+    /// out: SmolLM3's every 4th, EXAONE 4 32B's global ones).
+    pub rope_layers: Vec<bool>,
     pub activation: Activation,
     /// Mixture-of-experts FFNs (every layer), when the model has experts.
     pub moe: Option<MoeConfig>,
 }
 
-fn key(arch: &str, k: &str) -> String {
+pub(super) fn key(arch: &str, k: &str) -> String {
     format!("{arch}.{k}")
-}
-
-/// The expert settings of `arch` (None: a dense model), with the rules llama.cpp applies per
-/// architecture: which keys it reads, the expert hidden size's fallback, and whether the
-/// chosen weights are renormalised.
-fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> Result<Option<MoeConfig>> {
-    let a = arch.name();
-    let opt_u = |k: &str| g.get(&key(a, k)).and_then(|v| v.as_u64()).map(|v| v as usize);
-    let bad = |k: &str, what: String| Error::MissingKey { path: g.path().to_path_buf(), key: key(a, k), what };
-    let n_expert = opt_u("expert_count").unwrap_or(0);
-    // a per-layer array is accepted when every layer routes the same number of experts
-    let n_used = match g.get(&key(a, "expert_used_count")) {
-        Some(v) => match v.as_u64() {
-            Some(n) => n as usize,
-            None => {
-                let arr = g.get_array(&key(a, "expert_used_count"))?;
-                let vals: Vec<u64> = arr.iter().filter_map(|v| v.as_u64()).collect();
-                match vals.first() {
-                    Some(&f) if vals.len() == n_layer && vals.iter().all(|&x| x == f) => f as usize,
-                    _ => return Err(bad("expert_used_count", "differs between layers; llamars routes every layer alike".into())),
-                }
-            }
-        },
-        None => 0,
-    };
-    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen2Moe | Arch::Olmoe | Arch::GraniteMoe);
-    if n_expert == 0 {
-        if moe_arch {
-            return Err(bad("expert_count", format!("must be > 0 for {a}")));
-        }
-        return Ok(None);
-    }
-    if !moe_arch && arch != Arch::Llama {
-        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe and llama (Mixtral) models, not {a}")));
-    }
-    // llama.cpp: LLAMA_MAX_EXPERTS 512, 0 < n_expert_used <= n_expert
-    if n_expert > 512 {
-        return Err(bad("expert_count", format!("= {n_expert} is more than llama.cpp's limit of 512")));
-    }
-    if n_used == 0 || n_used > n_expert {
-        return Err(bad("expert_used_count", format!("= {n_used} must be between 1 and expert_count = {n_expert}")));
-    }
-    let n_ff_exp = match arch {
-        // expert_feed_forward_length, else feed_forward_length / n_expert_used
-        Arch::Qwen3Moe | Arch::Qwen2Moe => opt_u("expert_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff / n_used),
-        _ => n_ff,
-    };
-    let n_ff_shexp = match arch {
-        Arch::Qwen2Moe => opt_u("expert_shared_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff),
-        Arch::GraniteMoe | Arch::Llama => opt_u("expert_shared_feed_forward_length").unwrap_or(0),
-        _ => 0,
-    };
-    if n_ff_exp == 0 || n_ff_exp > 1 << 24 || n_ff_shexp > 1 << 24 {
-        return Err(bad("expert_feed_forward_length", format!("expert hidden size {n_ff_exp} / shared {n_ff_shexp} is out of range")));
-    }
-    Ok(Some(MoeConfig {
-        n_expert,
-        n_used,
-        n_ff_exp,
-        n_ff_shexp,
-        gating: Gating::Softmax,
-        // build_moe_ffn's norm_w as each architecture's graph passes it
-        norm_w: matches!(arch, Arch::Qwen3Moe | Arch::Llama | Arch::GraniteMoe),
-        w_scale: 1.0,
-    }))
 }
 
 impl Config {
@@ -252,6 +219,13 @@ impl Config {
                 return Err(bad(k, format!("= {v} is out of range")));
             }
         }
+        // layers past block_count - nextn_predict_layers are multi-token-prediction heads
+        // (GLM-4.5, EXAONE 4), kept in the file but not run, as in llama.cpp
+        let n_nextn = opt_u("nextn_predict_layers").unwrap_or(0);
+        if n_nextn >= n_layer && n_nextn > 0 {
+            return Err(bad("nextn_predict_layers", format!("= {n_nextn} leaves no layer of block_count = {n_layer}")));
+        }
+        let n_layer = n_layer - n_nextn;
         if n_head == 0 || n_embd == 0 || n_layer == 0 {
             return Err(bad("attention.head_count", "and embedding_length/block_count must be positive".into()));
         }
@@ -303,7 +277,7 @@ impl Config {
             rope_base_swa: rope_base,
             rope_freq_scale_swa: rope_freq_scale,
             // llama.cpp's LLAMA_ROPE_TYPE_NORM architectures; the others rotate NeoX-style
-            rope_neox: !matches!(arch, Arch::Llama | Arch::Granite | Arch::GraniteMoe),
+            rope_neox: !matches!(arch, Arch::Llama | Arch::Granite | Arch::GraniteMoe | Arch::Smollm3 | Arch::Glm4),
             sliding_window: 0,
             swa_layers: vec![false; n_layer],
             q_scale: 1.0,
@@ -311,46 +285,32 @@ impl Config {
             embd_scale: 1.0,
             residual_scale: 1.0,
             logit_scale: 1.0,
+            attn_softcap: 0.0,
+            final_softcap: 0.0,
+            rope_layers: vec![true; n_layer],
             activation: Activation::Silu,
             moe: None,
         };
-        match arch {
-            Arch::Gemma3 => {
-                // llama.cpp: LLAMA_SWA_TYPE_STANDARD, pattern 6 (every 6th layer global),
-                // local RoPE base 10000, Q pre-scaled by 1/sqrt(head_dim), embeddings by sqrt(n_embd).
-                cfg.sliding_window = sliding_window;
-                cfg.swa_layers = (0..n_layer).map(|il| sliding_window > 0 && il % 6 < 5).collect();
-                cfg.rope_base_swa = 10000.0;
-                cfg.rope_freq_scale_swa = 1.0;
-                cfg.q_scale = 1.0 / (head_dim as f32).sqrt();
-                cfg.kq_scale = 1.0;
-                cfg.embd_scale = (n_embd as f32).sqrt();
-                cfg.activation = Activation::GeluTanh;
-            }
-            Arch::Phi3 => {
-                cfg.q_scale = 1.0 / (head_dim as f32).sqrt();
-                cfg.kq_scale = 1.0;
-                // llama.cpp disables Phi-3's sliding window (conversion metadata is unreliable).
-            }
-            // ggml_gelu (the tanh form) in the ungated FFN
-            Arch::Bert => cfg.activation = Activation::GeluTanh,
-            Arch::Granite | Arch::GraniteMoe => {
-                // llama.cpp reads logit_scale as required, the others as optional (0 = unset)
-                let logit = opt_f("logit_scale").ok_or_else(|| bad("logit_scale", "is required for Granite models".into()))?;
-                if logit == 0.0 || !logit.is_finite() {
-                    return Err(bad("logit_scale", format!("= {logit} must be a finite non-zero number")));
-                }
-                cfg.logit_scale = 1.0 / logit;
-                cfg.residual_scale = opt_f("residual_scale").filter(|&v| v != 0.0).unwrap_or(1.0);
-                cfg.embd_scale = opt_f("embedding_scale").filter(|&v| v != 0.0).unwrap_or(1.0);
-                if let Some(s) = opt_f("attention.scale").filter(|&v| v != 0.0) {
-                    cfg.kq_scale = s;
-                }
-            }
-            _ => {}
-        }
-        cfg.moe = moe_config(g, arch, n_ff, n_layer)?;
+        cfg.arch_settings(g, sliding_window)?;
+        cfg.moe = super::arch::moe_config(g, arch, n_ff, n_layer)?;
         Ok(cfg)
+    }
+
+    /// What follows the output matmul: Granite's scale, then Gemma 2's soft-capping
+    /// (`ggml_scale` by 1/cap, `tanh`, `ggml_scale` by cap).
+    pub fn finish_logits(&self, logits: &mut [f32]) {
+        if self.logit_scale != 1.0 {
+            logits.iter_mut().for_each(|v| *v *= self.logit_scale);
+        }
+        if self.final_softcap > 0.0 {
+            let (inv, cap) = (1.0 / self.final_softcap, self.final_softcap);
+            logits.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
+        }
+    }
+
+    /// Whether layer `il` rotates Q and K.
+    pub fn has_rope(&self, il: usize) -> bool {
+        self.rope && self.rope_layers.get(il).copied().unwrap_or(true)
     }
 
     pub fn is_swa(&self, il: usize) -> bool {

@@ -210,8 +210,8 @@ impl Model {
             r?;
             let width = if hidden { e } else { c.n_vocab };
             let rows = &mut st.logits[..st.sel.len() * width];
-            if !hidden && c.logit_scale != 1.0 {
-                rows.iter_mut().for_each(|v| *v *= c.logit_scale);
+            if !hidden {
+                c.finish_logits(rows);
             }
             return Ok(rows);
         }
@@ -242,10 +242,7 @@ impl Model {
         let (_, output) = self.lm_head()?;
         st.logits.resize(nr * c.n_vocab, 0.0);
         matmul_masked(pool, output, &st.bufs[Buf::X as usize][..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(output.ty));
-        if c.logit_scale != 1.0 {
-            // Granite: ggml_scale(logits, 1 / logit_scale)
-            st.logits[..nr * c.n_vocab].iter_mut().for_each(|v| *v *= c.logit_scale);
-        }
+        c.finish_logits(&mut st.logits[..nr * c.n_vocab]);
         probe("result_output", None, &mut st.logits[..nr * c.n_vocab]);
         Ok(&st.logits[..nr * c.n_vocab])
     }
@@ -371,7 +368,7 @@ impl Model {
                 }
                 Step::Scale { buf, s, width } => st.buf(buf)[..n * width].iter_mut().for_each(|v| *v *= s),
                 Step::Attention { .. } if !c.causal => {
-                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: 0.0 };
+                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: c.attn_softcap };
                     let mut seqs = Vec::with_capacity(spans.len());
                     let mut t0 = 0;
                     for sp in spans {
@@ -399,7 +396,7 @@ impl Model {
                         v_head_dim: vd,
                         scale: c.kq_scale,
                         window: if swa { Some(c.sliding_window) } else { None },
-                        softcap: 0.0,
+                        softcap: c.attn_softcap,
                     };
                     let lkv = &kv.layers[il];
                     let ring = !kv.is_full(il);

@@ -55,6 +55,8 @@ impl Model {
         for il in 0..kv.layers.len() {
             let cap = kv.layers[il].cap;
             let full = kv.is_full(il);
+            // keys of a layer without RoPE move as they are
+            let rotate = c.has_rope(il);
             let swa = c.is_swa(il);
             let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
             rope_cache(n_discard, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut cos, &mut sin);
@@ -75,14 +77,16 @@ impl Model {
                 moved.push((x, l.k[r * kd..(r + 1) * kd].to_vec(), l.v[r * vd..(r + 1) * vd].to_vec()));
             }
             for (x, mut k, v) in moved {
-                for (f, &h) in kf.iter_mut().zip(&k) {
-                    *f = f16_to_f32(h);
-                }
-                for head in kf.chunks_exact_mut(hd) {
-                    rope_apply(head, c.n_rot, c.rope_neox, &cos, &sin);
-                }
-                for (h, &f) in k.iter_mut().zip(&kf) {
-                    *h = f32_to_f16(f);
+                if rotate {
+                    for (f, &h) in kf.iter_mut().zip(&k) {
+                        *f = f16_to_f32(h);
+                    }
+                    for head in kf.chunks_exact_mut(hd) {
+                        rope_apply(head, c.n_rot, c.rope_neox, &cos, &sin);
+                    }
+                    for (h, &f) in k.iter_mut().zip(&kf) {
+                        *h = f32_to_f16(f);
+                    }
                 }
                 let r = kv.row(il, slot, x);
                 let l = &mut kv.layers[il];

@@ -1,6 +1,7 @@
 //! Transformer models built from GGUF (decoders, and BERT-family encoders): typed layers with their weights
 //! bound in place (this file), the steps a layer runs (`plan.rs`, walked by the CPU
 //! forward pass and by the GPU offload alike), KV cache in f16.
+mod arch;
 pub mod config;
 pub mod footprint;
 mod forward;
@@ -195,12 +196,15 @@ impl Model {
             let norm = ld.vector("output_norm.weight", e)?;
             let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
                 Some(w) => w,
-                // llama.cpp keeps the embedding table out of its repacked buffer
-                None => tok_embd.as_plain(),
+                // tied: llama.cpp loads the table a second time for the output matmul
+                // (TENSOR_DUPLICATED), into its repacked buffer where the type and rows allow,
+                // as any matmul weight (`Weight::new`'s rule)
+                None => tok_embd,
             };
             (InputExtras::default(), Head::Lm { norm, output })
         };
         let rope_freqs = ld.opt_vector("rope_freqs.weight", c.n_rot / 2)?;
+        let whole_qk_norm = matches!(c.arch, Arch::Olmoe | Arch::Olmo2);
         let mut layers = Vec::with_capacity(c.n_layer);
         for il in 0..c.n_layer {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
@@ -253,9 +257,16 @@ impl Model {
                 };
                 (Norms { residual: need("attn_output_norm")?, ..Default::default() }, Norms { residual: need("layer_output_norm")?, ..Default::default() })
             } else {
+                // OLMo 2 and EXAONE 4 norm only each block's output
+                let pre = |name: &str| -> Result<Option<Norm>> {
+                    match c.arch {
+                        Arch::Olmo2 | Arch::Exaone4 => rms(&n(name)),
+                        _ => Ok(Some(Norm::Rms(ld.vector(&n(name), e)?))),
+                    }
+                };
                 (
-                    Norms { pre: Some(Norm::Rms(ld.vector(&n("attn_norm"), e)?)), post: rms(&n("post_attention_norm"))?, residual: None },
-                    Norms { pre: Some(Norm::Rms(ld.vector(&n("ffn_norm"), e)?)), post: rms(&n("post_ffw_norm"))?, residual: None },
+                    Norms { pre: pre("attn_norm")?, post: rms(&n("post_attention_norm"))?, residual: None },
+                    Norms { pre: pre("ffn_norm")?, post: rms(&n("post_ffw_norm"))?, residual: None },
                 )
             };
             // a fused projection's bias [q; k; v] is read as the three parts' biases
@@ -268,9 +279,9 @@ impl Model {
                 attn: Attention {
                     qkv,
                     bias,
-                    // per head, or (OLMoE) over the whole projection
-                    q_norm: if c.arch == Arch::Olmoe { ld.opt_vector(&n("attn_q_norm"), q_dim)? } else { ld.opt_vector(&n("attn_q_norm"), hd)? },
-                    k_norm: if c.arch == Arch::Olmoe { ld.opt_vector(&n("attn_k_norm"), kv_dim)? } else { ld.opt_vector(&n("attn_k_norm"), hd)? },
+                    // per head, or (OLMoE, OLMo 2) over the whole projection
+                    q_norm: ld.opt_vector(&n("attn_q_norm"), if whole_qk_norm { q_dim } else { hd })?,
+                    k_norm: ld.opt_vector(&n("attn_k_norm"), if whole_qk_norm { kv_dim } else { hd })?,
                     wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
                     wo_bias: ld.opt_vector(&b("attn_output"), e)?,
                 },

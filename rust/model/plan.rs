@@ -136,7 +136,7 @@ impl Model {
             s.push(Step::Norm { src: K, dst: K, w, width: w.len(), groups: kd / w.len().max(1), name: "attn_k_norm" });
         }
         s.extend([tap(Q, qd, "Qcur_normed"), tap(K, kd, "Kcur_normed")]);
-        if c.rope {
+        if c.has_rope(il) {
             s.push(Step::Rope { swa });
         }
         if c.q_scale != 1.0 {
