@@ -55,7 +55,7 @@ class ArchSpec:
     #: no output.weight: the output reuses token_embd.weight
     tied: bool = False
     window: int = 0
-    #: more metadata (key without the architecture prefix -> float)
+    #: more metadata (key without the architecture prefix -> str, int (UINT32) or float)
     extra: tuple = ()
 
 
@@ -81,6 +81,10 @@ SPECS: Dict[str, ArchSpec] = {
     "smollm3": ArchSpec("smollm3", n_layer=4, tied=True, rope_base=5e6),
     # pre and post norms, fused gate-up, half the head rotated, q/k/v biases
     "glm4": ArchSpec("glm4", post_norm=True, fused_up=True, n_rot=32, qkv_bias=True),
+    # YaRN RoPE (factor 4 over an original context of 32): the blend of interpolated and
+    # extrapolated angles and the magnitude factor
+    "qwen3-yarn": ArchSpec("qwen3", qk_norm="head", rope_base=1e6, eps=1e-6,
+                           extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 4.0), ("rope.scaling.original_context_length", 32))),
 }
 ARCHS = list(SPECS)
 
@@ -109,7 +113,7 @@ def model_kvs(key: str) -> List[KV]:
         kvs += [KV(f"{a}.attention.key_length", VT.UINT32, s.head_dim), KV(f"{a}.attention.value_length", VT.UINT32, s.head_dim)]
     if s.window:
         kvs.append(KV(f"{a}.attention.sliding_window", VT.UINT32, s.window))
-    kvs += [KV(f"{a}.{k}", VT.FLOAT32, v) for k, v in s.extra]
+    kvs += [KV(f"{a}.{k}", VT.STRING if isinstance(v, str) else VT.UINT32 if isinstance(v, int) else VT.FLOAT32, v) for k, v in s.extra]
     if s.n_expert:
         kvs += [KV(f"{a}.expert_count", VT.UINT32, s.n_expert), KV(f"{a}.expert_used_count", VT.UINT32, s.n_used)]
     if s.n_ff_exp:

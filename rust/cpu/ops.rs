@@ -136,17 +136,68 @@ pub fn softmax(x: &mut [f32]) {
     }
 }
 
-/// cos/sin of each rotated pair at `pos`, computed like ggml_rope_ext (ext_factor 0,
-/// attn_factor 1): theta multiplied iteratively by base^(-2/n_rot) in f32, divided by
-/// the optional per-pair frequency factors (Llama 3.1 `rope_freqs`).
-pub fn rope_cache(pos: usize, n_rot: usize, base: f32, freq_scale: f32, factors: Option<&[f32]>, cos: &mut [f32], sin: &mut [f32]) {
-    let theta_scale = base.powf(-2.0 / n_rot as f32);
+/// ggml_rope_ext's parameters besides the position: rotated dimensions, frequency base and
+/// scale, per-pair frequency factors (Llama 3.1 `rope_freqs`), and YaRN's terms
+/// (`ext_factor` 0: plain or linear scaling).
+#[derive(Clone, Copy, Debug)]
+pub struct RopeParams<'a> {
+    pub n_rot: usize,
+    pub base: f32,
+    pub freq_scale: f32,
+    pub factors: Option<&'a [f32]>,
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    pub n_ctx_orig: usize,
+    /// cos / sin without YaRN's magnitude factor: a rotation only (context shift)
+    pub rotation_only: bool,
+}
+
+impl RopeParams<'_> {
+    /// Plain RoPE (no YaRN) with `base` and `freq_scale`.
+    pub fn plain(n_rot: usize, base: f32, freq_scale: f32) -> RopeParams<'static> {
+        RopeParams { n_rot, base, freq_scale, factors: None, ext_factor: 0.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig: 0, rotation_only: false }
+    }
+
+    /// ggml_rope_yarn_corr_dims: the first and last dimension pair index YaRN blends over.
+    fn corr_dims(&self) -> [f32; 2] {
+        let dim = |beta: f32| {
+            let n = self.n_rot as f32;
+            n * (self.n_ctx_orig as f32 / (beta * 2.0 * std::f32::consts::PI)).ln() / (2.0 * self.base.ln())
+        };
+        [dim(self.beta_fast).floor().max(0.0), dim(self.beta_slow).ceil().min(self.n_rot as f32 - 1.0)]
+    }
+}
+
+/// cos/sin of each rotated pair at `pos`, as ggml_rope_ext computes them (its
+/// `ggml_rope_cache_init` and `rope_yarn`): theta multiplied iteratively by base^(-2/n_rot)
+/// in f32, divided by the pair's frequency factor; with YaRN, the interpolated and
+/// extrapolated angles blended by the ramp over the correction dims and the magnitude
+/// scaled by `attn_factor · (1 + 0.1 ln(1 / freq_scale))`.
+pub fn rope_cache(pos: usize, p: &RopeParams, cos: &mut [f32], sin: &mut [f32]) {
+    let theta_scale = p.base.powf(-2.0 / p.n_rot as f32);
+    let corr = if p.ext_factor != 0.0 { p.corr_dims() } else { [0.0; 2] };
     let mut theta = pos as f32;
-    for i in 0..n_rot / 2 {
-        let ff = factors.map(|f| f[i]).unwrap_or(1.0);
-        let t = theta / ff * freq_scale;
-        cos[i] = t.cos();
-        sin[i] = t.sin();
+    for i in 0..p.n_rot / 2 {
+        let ff = p.factors.map(|f| f[i]).unwrap_or(1.0);
+        let extrap = theta / ff;
+        let interp = p.freq_scale * extrap;
+        let (t, mut mscale) = if p.ext_factor != 0.0 {
+            // rope_yarn_ramp: i0 / 2 is the pair index
+            let y = (i as f32 - corr[0]) / 0.001f32.max(corr[1] - corr[0]);
+            let mix = (1.0 - y.clamp(0.0, 1.0)) * p.ext_factor;
+            // as ggml's C compiles: the blend contracted to fma(interp, 1 - mix, extrap · mix),
+            // 1 + 0.1 · ln(·) to fma(0.1, ln(·), 1)
+            (interp.mul_add(1.0 - mix, extrap * mix), p.attn_factor * 0.1f32.mul_add((1.0 / p.freq_scale).ln(), 1.0))
+        } else {
+            (interp, p.attn_factor)
+        };
+        if p.rotation_only {
+            mscale = 1.0;
+        }
+        cos[i] = t.cos() * mscale;
+        sin[i] = t.sin() * mscale;
         theta *= theta_scale;
     }
 }
@@ -246,7 +297,7 @@ mod tests {
     #[test]
     fn rope_rotates_by_position() {
         let (mut c, mut s) = (vec![0.0; 2], vec![0.0; 2]);
-        rope_cache(1, 4, 10000.0, 1.0, None, &mut c, &mut s);
+        rope_cache(1, &RopeParams::plain(4, 10000.0, 1.0), &mut c, &mut s);
         let mut x = vec![1.0, 0.0, 0.0, 0.0];
         rope_apply(&mut x, 4, true, &c, &s);
         assert!((x[0] - 1f32.cos()).abs() < 1e-6 && (x[2] - 1f32.sin()).abs() < 1e-6);

@@ -209,10 +209,10 @@ impl Offload {
         if half > 0 {
             let (mut cos, mut sin) = (vec![0f32; half], vec![0f32; half]);
             for (slot, swa) in [(Slot::CsFull, false), (Slot::CsSwa, true)] {
-                let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
+                let rp = c.rope_params(swa, m.rope_freqs.as_deref());
                 let mut tab = vec![0f32; 2 * a.cap * half];
                 for (t, qp) in queries.iter().enumerate() {
-                    rope_cache(qp.pos, c.n_rot, base, scale, m.rope_freqs.as_deref(), &mut cos, &mut sin);
+                    rope_cache(qp.pos, &rp, &mut cos, &mut sin);
                     tab[t * half..(t + 1) * half].copy_from_slice(&cos);
                     tab[a.cap * half + t * half..a.cap * half + (t + 1) * half].copy_from_slice(&sin);
                 }

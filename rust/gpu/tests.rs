@@ -278,7 +278,7 @@ fn norms_activations_and_rope_match_cpu() {
         let mut tab = vec![0f32; 2 * n * half];
         let mut want = x.clone();
         for (t, &p) in pos.iter().enumerate() {
-            rope_cache(p, n_rot, 10000.0, 1.0, None, &mut cos, &mut sin);
+            rope_cache(p, &crate::cpu::ops::RopeParams::plain(n_rot, 10000.0, 1.0), &mut cos, &mut sin);
             tab[t * half..(t + 1) * half].copy_from_slice(&cos);
             tab[n * half + t * half..n * half + (t + 1) * half].copy_from_slice(&sin);
             want[t * e..(t + 1) * e].chunks_exact_mut(hd).for_each(|h| rope_apply(h, n_rot, neox, &cos, &sin));

@@ -79,6 +79,7 @@ impl Config {
                     self.swa_layers = swa_pattern(g, a, n_layer, 4)?;
                     self.rope_base_swa = opt_f("rope.freq_base_swa").unwrap_or(self.rope_base);
                     self.rope_freq_scale_swa = 1.0;
+                    self.swa_plain_rope = true;
                 }
             }
             Arch::Exaone4 => {

@@ -134,6 +134,24 @@ pub enum Activation {
     GeluTanh,
 }
 
+/// ggml_rope_ext's YaRN inputs as llama.cpp's context derives them from the metadata.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Yarn {
+    /// 1 with YaRN, else 0 (no blend, no magnitude term).
+    pub ext_factor: f32,
+    pub attn_factor: f32,
+    pub beta_fast: f32,
+    pub beta_slow: f32,
+    /// The context the model was trained with before scaling (correction dims).
+    pub n_ctx_orig: usize,
+}
+
+impl Yarn {
+    pub fn off(n_ctx_orig: usize) -> Yarn {
+        Yarn { ext_factor: 0.0, attn_factor: 1.0, beta_fast: 32.0, beta_slow: 1.0, n_ctx_orig }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub arch: Arch,
@@ -171,6 +189,10 @@ pub struct Config {
     pub embd_scale: f32,
     /// A block's output is multiplied by this before its residual add (Granite).
     pub residual_scale: f32,
+    /// YaRN's terms of RoPE (`ext_factor` 0 unless `rope.scaling.type = yarn`).
+    pub yarn: Yarn,
+    /// Local layers rotate without YaRN or frequency scaling (OLMo 3).
+    pub swa_plain_rope: bool,
     /// Logits are multiplied by this (Granite: 1 / logit_scale).
     pub logit_scale: f32,
     /// Soft-capping (`cap · tanh(x / cap)`) of attention scores and of the final logits
@@ -243,17 +265,40 @@ impl Config {
         }
         let rms_eps = opt_f("attention.layer_norm_rms_epsilon").unwrap_or(1e-5);
         let rope_base = opt_f("rope.freq_base").unwrap_or(10000.0);
-        let mut rope_freq_scale = 1.0;
-        let scaling = g.get(&key(a, "rope.scaling.type")).and_then(|v| v.as_str());
-        if let Some(f) = opt_f("rope.scaling.factor") {
-            if f > 0.0 && scaling != Some("none") {
-                rope_freq_scale = 1.0 / f;
-            }
-        } else if let Some(s) = opt_f("rope.scale_linear") {
-            if s > 0.0 {
-                rope_freq_scale = 1.0 / s;
-            }
+        // llama.cpp: rope.scaling.type (default linear) and rope.scaling.factor (or the old
+        // rope.scale_linear) give freq_scale = 1 / factor, 1 for type none; yarn adds its
+        // extrapolation blend and magnitude factor
+        let scaling = g.get(&key(a, "rope.scaling.type")).and_then(|v| v.as_str()).unwrap_or("linear");
+        let factor = opt_f("rope.scaling.factor").or_else(|| opt_f("rope.scale_linear")).unwrap_or(0.0);
+        let rope_freq_scale = if factor == 0.0 || scaling == "none" { 1.0 } else { 1.0 / factor };
+        if !rope_freq_scale.is_finite() || rope_freq_scale <= 0.0 {
+            return Err(bad("rope.scaling.factor", format!("= {factor} must be a positive number")));
         }
+        let rope_attn_factor = opt_f("rope.scaling.attn_factor").unwrap_or(1.0);
+        let yarn = match scaling {
+            "none" | "linear" => Yarn { attn_factor: rope_attn_factor, ..Yarn::off(n_ctx_train) },
+            "yarn" => {
+                // llama_context: attn_factor = get_mscale(factor, 1) (or the log-multiplier
+                // ratio) / (1 + 0.1 ln factor), which cancels rope_yarn's own magnitude term
+                // unless the model says otherwise; times rope.scaling.attn_factor
+                let f = 1.0 / rope_freq_scale;
+                let mscale = |m: f32| if f <= 1.0 { 1.0 } else { 0.1 * m * f.ln() + 1.0 };
+                // (the yarn_log_multiplier and beta keys are read by architectures llamars does
+                // not run yet: the defaults hold here)
+                Yarn {
+                    ext_factor: 1.0,
+                    attn_factor: mscale(1.0) * (1.0 / (1.0 + 0.1 * f.ln())) * rope_attn_factor,
+                    n_ctx_orig: opt_u("rope.scaling.original_context_length").filter(|&v| v > 0).unwrap_or(n_ctx_train),
+                    ..Yarn::off(n_ctx_train)
+                }
+            }
+            other => {
+                return Err(Error::NotSupported(format!(
+                    "{}: {a}.rope.scaling.type = {other:?} is not supported (llamars runs none, linear and yarn)",
+                    g.path().display()
+                )))
+            }
+        };
         let n_vocab = g.get_array("tokenizer.ggml.tokens").map(|t| t.len()).or_else(|_| u("vocab_size"))?;
         let sliding_window = opt_u("attention.sliding_window").unwrap_or(0);
         let mut cfg = Config {
@@ -285,6 +330,8 @@ impl Config {
             embd_scale: 1.0,
             residual_scale: 1.0,
             logit_scale: 1.0,
+            yarn,
+            swa_plain_rope: false,
             attn_softcap: 0.0,
             final_softcap: 0.0,
             rope_layers: vec![true; n_layer],
@@ -305,6 +352,24 @@ impl Config {
         if self.final_softcap > 0.0 {
             let (inv, cap) = (1.0 / self.final_softcap, self.final_softcap);
             logits.iter_mut().for_each(|v| *v = (*v * inv).tanh() * cap);
+        }
+    }
+
+    /// ggml_rope_ext's parameters for the local (`swa`) or global layers.
+    pub fn rope_params<'a>(&self, swa: bool, factors: Option<&'a [f32]>) -> crate::cpu::ops::RopeParams<'a> {
+        let y = if swa && self.swa_plain_rope { Yarn::off(self.yarn.n_ctx_orig) } else { self.yarn };
+        let (base, freq_scale) = if swa { (self.rope_base_swa, self.rope_freq_scale_swa) } else { (self.rope_base, self.rope_freq_scale) };
+        crate::cpu::ops::RopeParams {
+            n_rot: self.n_rot,
+            base,
+            freq_scale,
+            factors,
+            ext_factor: y.ext_factor,
+            attn_factor: y.attn_factor,
+            beta_fast: y.beta_fast,
+            beta_slow: y.beta_slow,
+            n_ctx_orig: y.n_ctx_orig,
+            rotation_only: false,
         }
     }
 

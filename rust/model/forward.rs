@@ -351,13 +351,13 @@ impl Model {
                     st.buf(dst)[..n * d].chunks_exact_mut(d).for_each(|r| add_inplace(r, b));
                 }
                 Step::Rope { swa } => {
-                    let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
+                    let rp = c.rope_params(swa, self.rope_freqs.as_deref());
                     let half = c.n_rot / 2;
                     st.cos.resize(half, 0.0);
                     st.sin.resize(half, 0.0);
                     let (q, k) = two(&mut st.bufs, Buf::Q, Buf::K);
                     for t in 0..n {
-                        rope_cache(st.queries[t].pos, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut st.cos, &mut st.sin);
+                        rope_cache(st.queries[t].pos, &rp, &mut st.cos, &mut st.sin);
                         for h in q[t * qd..(t + 1) * qd].chunks_exact_mut(hd) {
                             rope_apply(h, c.n_rot, c.rope_neox, &st.cos, &st.sin);
                         }

@@ -58,8 +58,10 @@ impl Model {
             // keys of a layer without RoPE move as they are
             let rotate = c.has_rope(il);
             let swa = c.is_swa(il);
-            let (base, scale) = if swa { (c.rope_base_swa, c.rope_freq_scale_swa) } else { (c.rope_base, c.rope_freq_scale) };
-            rope_cache(n_discard, c.n_rot, base, scale, self.rope_freqs.as_deref(), &mut cos, &mut sin);
+            // a rotation by -n_discard: YaRN's blended angles but not its magnitude factor,
+            // which the stored keys already carry (llama.cpp's shift applies it again)
+            let rp = crate::cpu::ops::RopeParams { rotation_only: true, ..c.rope_params(swa, self.rope_freqs.as_deref()) };
+            rope_cache(n_discard, &rp, &mut cos, &mut sin);
             sin.iter_mut().for_each(|s| *s = -*s);
             // New positions that land in this layer's rows: all moved ones for a full layer,
             // the newest `cap` for a ring; each gathers its source row first, then scatters.
