@@ -33,6 +33,8 @@ BLOCKS = {
     "Q6_K": (256, 210, [208], []),
     "IQ4_NL": (32, 18, [0], []),
     "IQ4_XS": (256, 136, [0], []),
+    # byte 0 is an E8M0 exponent, not an f16 field (random_weights keeps it sane)
+    "MXFP4": (32, 17, [], []),
 }
 FLOATS = ("F32", "F16", "BF16")
 TYPES = list(FLOATS) + list(BLOCKS)
@@ -70,6 +72,9 @@ def random_weights(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
         mag = rng.uniform(1e-3, 0.1, nb)
         sign = np.where(rng.integers(0, 2, nb) == 0, 1.0, -1.0)
         blocks[:, off : off + 2] = f16_bytes(mag * sign)
+    if name == "MXFP4":
+        blocks[:, 0] = rng.integers(118, 128, nb)  # scales 2^-10 .. 2^-1
+        blocks[:2, 0] = [0, 1]  # and the denormal corners
     return blocks.reshape(-1)
 
 

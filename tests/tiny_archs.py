@@ -2,7 +2,8 @@
 those): mixture-of-experts decoders (qwen3moe, qwen2moe with its gated shared expert,
 Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert), Granite's dense
 model with its multipliers, Gemma 2 (soft-capping, alternating local layers), OLMo 2 / 3,
-EXAONE 4, SmolLM3 and GLM-4. Random weights of any tensor type, tensor names and
+EXAONE 4, SmolLM3, GLM-4, Qwen 3 with YaRN RoPE, and gpt-oss (sinks, biased experts with
+the clamped SwiGLU, MXFP4 among the types). Random weights of any tensor type, tensor names and
 metadata keys as llama.cpp reads them, the same small SentencePiece vocabulary.
 
 Expert tensors are 3-D, ggml dims [n_in, n_out, n_expert]: each expert's matrix is
@@ -57,6 +58,9 @@ class ArchSpec:
     window: int = 0
     #: more metadata (key without the architecture prefix -> str, int (UINT32) or float)
     extra: tuple = ()
+    #: gpt-oss: attention sinks, an output-projection bias, biased router and experts, and
+    #: the FFN's input norm named post_attention_norm
+    gpt_oss: bool = False
 
 
 SPECS: Dict[str, ArchSpec] = {
@@ -85,6 +89,10 @@ SPECS: Dict[str, ArchSpec] = {
     # extrapolated angles and the magnitude factor
     "qwen3-yarn": ArchSpec("qwen3", qk_norm="head", rope_base=1e6, eps=1e-6,
                            extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 4.0), ("rope.scaling.original_context_length", 32))),
+    # gpt-oss: every other layer local (window 4), sinks, YaRN as the real model has it
+    "gpt-oss": ArchSpec("gpt-oss", n_layer=4, n_expert=8, n_used=4, n_ff_exp=256, qkv_bias=True, window=4, rope_base=150000.0,
+                        gpt_oss=True, extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 32.0),
+                                             ("rope.scaling.original_context_length", 4096))),
 }
 ARCHS = list(SPECS)
 
@@ -92,10 +100,23 @@ ARCHS = list(SPECS)
 GRANITE = {"embedding_scale": 12.0, "residual_scale": 0.22, "logit_scale": 8.0, "attention.scale": 0.015625}
 
 
+#: harmony's markup as control tokens, appended to the tiny vocabulary of the gpt-oss model
+#: (8 of them: 408 tokens, a multiple of 8 rows as real vocabularies are)
+HARMONY_TOKENS = ["<|startoftext|>", "<|start|>", "<|channel|>", "<|message|>", "<|end|>", "<|constrain|>", "<|return|>", "<|call|>"]
+
+
+def vocab(key: str):
+    """(tokens, scores, token types, special ids) of the `key` model."""
+    tokens, scores, types, ids = tm.spm_vocab()
+    if SPECS[key].gpt_oss:
+        tokens, scores, types = tokens + HARMONY_TOKENS, scores + [0.0] * len(HARMONY_TOKENS), types + [3] * len(HARMONY_TOKENS)
+    return tokens, scores, types, ids
+
+
 def model_kvs(key: str) -> List[KV]:
     s = SPECS[key]
     a = s.arch
-    tokens, scores, types, ids = tm.spm_vocab()
+    tokens, scores, types, ids = vocab(key)
     kvs = [
         KV("general.architecture", VT.STRING, a),
         KV("general.name", VT.STRING, f"tiny-{key}"),
@@ -142,11 +163,17 @@ def make_experts(name: str, wtype: str, n_in: int, n_out: int, n: int, std: floa
     return Tensor(name, parts[0].ggml_type, [n_in, n_out, n], b"".join(p.data for p in parts))
 
 
+def bias2(name: str, n: int, n_expert: int, rng) -> Tensor:
+    """Per-expert biases: F32, ggml dims [n, n_expert]."""
+    v = (0.3 * rng.standard_normal((n_expert, n))).astype(np.float32)
+    return Tensor(name, 0, [n, n_expert], v.tobytes())
+
+
 def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
     s = SPECS[key]
     rng = np.random.default_rng(seed)
     e, H, Hk, D, F = s.n_embd, s.n_head, s.n_head_kv, s.head_dim, s.n_ff
-    nv = len(tm.spm_vocab()[0])
+    nv = len(vocab(key)[0])
 
     def norm(name, n, mean=1.0, sd=0.1):
         return tm.make_vector(name, mean + sd * rng.standard_normal(n))
@@ -168,9 +195,13 @@ def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
             qn, kn = (D, D) if s.qk_norm == "head" else (H * D, Hk * D)
             ts += [norm(p + "attn_q_norm.weight", qn, mean=1.5, sd=0.3), norm(p + "attn_k_norm.weight", kn, mean=1.5, sd=0.3)]
         ts.append(W(p + "attn_output.weight", wtype, H * D, e, tm.STD_OTHER, rng))
+        if s.gpt_oss:
+            ts += [tm.make_vector(p + "attn_output.bias", 0.1 * rng.standard_normal(e)),
+                   tm.make_vector(p + "attn_sinks.weight", rng.standard_normal(H)),
+                   norm(p + "post_attention_norm.weight", e)]
         if s.post_norm:
             ts.append(norm(p + "post_attention_norm.weight", e))
-        if s.pre_norm:
+        if s.pre_norm and not s.gpt_oss:
             ts.append(norm(p + "ffn_norm.weight", e))
         if not s.n_expert:
             if s.fused_up:
@@ -186,6 +217,10 @@ def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
         ts.append(make_experts(p + "ffn_gate_exps.weight", wtype, e, fe, s.n_expert, tm.STD_OTHER * 2, rng))
         ts.append(make_experts(p + "ffn_up_exps.weight", wtype, e, fe, s.n_expert, tm.STD_OTHER * 2, rng))
         ts.append(make_experts(p + "ffn_down_exps.weight", wtype, fe, e, s.n_expert, tm.STD_OTHER * 2, rng))
+        if s.gpt_oss:
+            ts += [tm.make_vector(p + "ffn_gate_inp.bias", 0.5 * rng.standard_normal(s.n_expert)),
+                   bias2(p + "ffn_gate_exps.bias", fe, s.n_expert, rng), bias2(p + "ffn_up_exps.bias", fe, s.n_expert, rng),
+                   bias2(p + "ffn_down_exps.bias", e, s.n_expert, rng)]
         if s.n_ff_shexp:
             fs = s.n_ff_shexp
             ts += [W(p + "ffn_gate_shexp.weight", wtype, e, fs, tm.STD_OTHER, rng), W(p + "ffn_up_shexp.weight", wtype, e, fs, tm.STD_OTHER, rng),

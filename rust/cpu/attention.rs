@@ -10,7 +10,7 @@ use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
 use crate::quant::f16::round_f16;
 
-pub struct AttnShape {
+pub struct AttnShape<'a> {
     pub n_head: usize,
     pub n_head_kv: usize,
     pub head_dim: usize,
@@ -21,9 +21,11 @@ pub struct AttnShape {
     pub window: Option<usize>,
     /// Gemma-2 style soft-capping of scores (0 = off).
     pub softcap: f32,
+    /// Per query head, a sink logit the softmax takes in (gpt-oss), reading no value.
+    pub sinks: Option<&'a [f32]>,
 }
 
-impl AttnShape {
+impl AttnShape<'_> {
     /// A score from its dot product as llama.cpp's graph computes it: soft-capped
     /// (`ggml_scale` by 1/cap, `tanh`, `ggml_scale` by cap), then scaled inside the softmax.
     #[inline]
@@ -104,7 +106,7 @@ pub fn attention(
         }
         for hh in 0..group {
             let sc = &mut scores[hh * n_keys..(hh + 1) * n_keys];
-            softmax_ggml(sc, start);
+            softmax_ggml(sc, start, s.sinks.map(|k| k[h0 + hh]));
             sc.iter_mut().for_each(|p| *p = round_f16(*p));
         }
         // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
@@ -151,7 +153,7 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
                 s.score(dot8(qh, kj))
             })
             .collect();
-        softmax_ggml(&mut scores, 0);
+        softmax_ggml(&mut scores, 0, None);
         // SAFETY: the output slice of (t, h) is written only by this task.
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h * vd), vd) };
         o.fill(0.0);

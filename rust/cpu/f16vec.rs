@@ -198,9 +198,13 @@ pub fn expf_ggml(x: f32) -> f32 {
 /// ggml's softmax of one score row, in place: `x[i]` is the score of key position
 /// `pos0 + i`; positions are grouped 16 at a time from position 0 (ggml's KV cells) and each
 /// group's exponentials are summed by [`reduce16`] into an f64 total. Masked keys (not in
-/// `x`) count as 0.
-pub fn softmax_ggml(x: &mut [f32], pos0: usize) {
-    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+/// `x`) count as 0. A `sink` logit (gpt-oss) takes part in the max and, through libm's
+/// `expf`, in the total, and gets no output (ggml_soft_max_add_sinks).
+pub fn softmax_ggml(x: &mut [f32], pos0: usize, sink: Option<f32>) {
+    let mut max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if let Some(s) = sink {
+        max = max.max(s);
+    }
     if max == f32::NEG_INFINITY {
         x.fill(0.0);
         return;
@@ -216,6 +220,9 @@ pub fn softmax_ggml(x: &mut [f32], pos0: usize) {
         chunk[lane0..lane0 + take].copy_from_slice(&x[i..i + take]);
         sum += reduce16(&chunk) as f64;
         i += take;
+    }
+    if let Some(s) = sink {
+        sum += (s - max).exp() as f64;
     }
     let inv = (1.0 / sum) as f32;
     x.iter_mut().for_each(|v| *v *= inv);

@@ -27,6 +27,9 @@ pub struct GenParams {
     /// Lazy grammar: generate freely until the output contains one of these words, then
     /// constrain from the start of that word on (llama.cpp's grammar triggers).
     pub grammar_triggers: Vec<String>,
+    /// Special tokens whose text goes into the output (llama-server's `preserved_tokens`:
+    /// a chat format's markup); texts that are not one token of the vocabulary are ignored.
+    pub preserved_tokens: Vec<String>,
 }
 
 impl Default for GenParams {
@@ -42,6 +45,7 @@ impl Default for GenParams {
             post_sampling_probs: false,
             grammar: None,
             grammar_triggers: Vec::new(),
+            preserved_tokens: Vec::new(),
         }
     }
 }
@@ -113,6 +117,8 @@ pub struct Decoder {
     lazy: bool,
     raw: Vec<u8>,
     masked: Vec<f32>,
+    /// The ids of `params.preserved_tokens` (looked up at the first token).
+    preserved: Option<Vec<u32>>,
 }
 
 impl Decoder {
@@ -135,6 +141,7 @@ impl Decoder {
             lazy: false,
             raw: Vec::new(),
             masked: Vec::new(),
+            preserved: None,
         }
     }
 
@@ -258,7 +265,10 @@ impl Decoder {
         if let Some(lp) = logprob {
             self.probs.push((id, lp, top.clone()));
         }
-        let piece = tok.token_to_piece(id, false);
+        let preserved = self.preserved.get_or_insert_with(|| {
+            self.params.preserved_tokens.iter().filter_map(|t| tok.vocab.text_to_token(t.as_bytes())).collect()
+        });
+        let piece = tok.token_to_piece(id, preserved.contains(&id));
         // a lazy grammar sees special tokens' text too (a trigger may be one)
         let trigger_broke = self.lazy && {
             self.raw.extend_from_slice(&tok.token_to_piece(id, true));

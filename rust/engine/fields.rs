@@ -356,7 +356,13 @@ pub static FIELDS: &[Field] = &[
     field!("grammar_triggers", StrList, Sampling, "words that engage the grammar (lazy grammar)",
         |p, v, _c| { let w = strings(v)?; if w.iter().any(|x| x.is_empty()) { return Err("a trigger word must not be empty".into()); } p.gen.grammar_triggers = w },
         |p| &p.gen.grammar_triggers),
+    field!("preserved_tokens", StrList, Sampling, "special tokens written into the output text (a chat format's markup)",
+        |p, v, _c| { let w = strings(v)?; if w.len() > MAX_PRESERVED { return Err(format!("at most {MAX_PRESERVED} tokens")); } p.gen.preserved_tokens = w },
+        |p| &p.gen.preserved_tokens),
 ];
+
+/// Most preserved tokens a request may name (each is looked up in the vocabulary).
+pub const MAX_PRESERVED: usize = 256;
 
 fn set_grammar(p: &mut RequestParams, spec: GrammarSpec) -> std::result::Result<(), String> {
     if p.gen.grammar.is_some() {

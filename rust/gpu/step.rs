@@ -93,7 +93,10 @@ impl Offload {
                         ops.push(op_rope(g, &b[Slot::K], cs, c.n_head_kv, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
                     }
                     (Step::Scale { buf, s: k, width }, _) => ops.push(op_ew(g, Ew::Scale(k), &b[slot(buf)], dummy, dummy, width, false, s)?),
-                    (Step::Attention { swa }, _) => {
+                    (Step::Attention { sinks: Some(_), .. }, _) => {
+                        return Err(Error::NotSupported(format!("blk.{il}: attention sinks do not run on the GPU yet")))
+                    }
+                    (Step::Attention { swa, sinks: None }, _) => {
                         let cap = kv.layers[il].cap;
                         ops.push(kvstore::op_store(g, &kvd.k[j], &b[Slot::K], &b[Slot::Tm], kd, cap, s)?);
                         ops.push(kvstore::op_store(g, &kvd.v[j], &b[Slot::V], &b[Slot::Tm], vd, cap, s)?);

@@ -330,7 +330,7 @@ fn attention_on(g: &Gpu) {
                 vc[r * kd + d] = f32_to_f16(vnew[t * kd + d]);
             }
         }
-        let shape = AttnShape { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, scale: 0.125, window, softcap: 0.0 };
+        let shape = AttnShape { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, scale: 0.125, window, softcap: 0.0, sinks: None };
         let mut want = vec![0f32; n * qd];
         cpu_attention(&pool, &shape, &q, &kc, &vc, cap, ring, &queries, &mut want);
         let l = queries

@@ -2,7 +2,7 @@
 //! `load_arch_hparams` per model file): sliding-window patterns, RoPE bases and which layers
 //! rotate, Q / KQ / embedding / residual / logit scales, soft-capping, activations, and the
 //! mixture-of-experts settings.
-use super::config::{key, Activation, Arch, Config, Gating, MoeConfig};
+use super::config::{key, Activation, Arch, Config, ExpertAct, Gating, MoeConfig};
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
 
@@ -93,6 +93,18 @@ impl Config {
                     self.rope_layers = self.swa_layers.clone();
                 }
             }
+            Arch::GptOss => {
+                // every other layer local (the window is required), local RoPE as the global
+                // one unless the file says
+                self.sliding_window = window;
+                if window == 0 {
+                    return Err(bad("attention.sliding_window", "is required for gpt-oss".into()));
+                }
+                self.swa_layers = swa_pattern(g, a, n_layer, 2)?;
+                self.rope_base_swa = opt_f("rope.freq_base_swa").unwrap_or(self.rope_base);
+                self.rope_freq_scale_swa = self.rope_freq_scale;
+                self.kq_scale = 1.0 / (self.n_rot as f32).sqrt();
+            }
             // every 4th layer without RoPE (llama.cpp's n_no_rope_layer_step)
             Arch::Smollm3 => self.rope_layers = (0..n_layer).map(|il| (il + 1) % 4 != 0).collect(),
             Arch::Glm4 => {
@@ -157,7 +169,7 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
         },
         None => 0,
     };
-    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen2Moe | Arch::Olmoe | Arch::GraniteMoe);
+    let moe_arch = matches!(arch, Arch::Qwen3Moe | Arch::Qwen2Moe | Arch::Olmoe | Arch::GraniteMoe | Arch::GptOss);
     if n_expert == 0 {
         if moe_arch {
             return Err(bad("expert_count", format!("must be > 0 for {a}")));
@@ -165,7 +177,7 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
         return Ok(None);
     }
     if !moe_arch && arch != Arch::Llama {
-        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe and llama (Mixtral) models, not {a}")));
+        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss and llama (Mixtral) models, not {a}")));
     }
     // llama.cpp: LLAMA_MAX_EXPERTS 512, 0 < n_expert_used <= n_expert
     if n_expert > 512 {
@@ -177,6 +189,8 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
     let n_ff_exp = match arch {
         // expert_feed_forward_length, else feed_forward_length / n_expert_used
         Arch::Qwen3Moe | Arch::Qwen2Moe => opt_u("expert_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff / n_used),
+        // required
+        Arch::GptOss => opt_u("expert_feed_forward_length").ok_or_else(|| bad("expert_feed_forward_length", "is required for gpt-oss".into()))?,
         _ => n_ff,
     };
     let n_ff_shexp = match arch {
@@ -192,10 +206,13 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
         n_used,
         n_ff_exp,
         n_ff_shexp,
-        gating: Gating::Softmax,
+        // gpt-oss: the top k by logit, then a softmax over those k
+        gating: if arch == Arch::GptOss { Gating::SoftmaxWeight } else { Gating::Softmax },
         // build_moe_ffn's norm_w as each architecture's graph passes it
         norm_w: matches!(arch, Arch::Qwen3Moe | Arch::Llama | Arch::GraniteMoe),
         w_scale: 1.0,
+        // llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants
+        act: if arch == Arch::GptOss { ExpertAct::SwigluOai { alpha: 1.702, limit: 7.0 } } else { ExpertAct::Swiglu },
     }))
 }
 

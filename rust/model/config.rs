@@ -39,11 +39,14 @@ pub enum Arch {
     Smollm3,
     /// GLM-4: norms before and after each block, a fused gate-up FFN, partial RoPE.
     Glm4,
+    /// gpt-oss: attention sinks, every other layer local (window 128), biased experts with
+    /// a clamped SwiGLU, softmax over the chosen experts' logits.
+    GptOss,
 }
 
 pub const SUPPORTED_ARCHS: &[&str] = &[
     "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "exaone4", "smollm3", "glm4", "granite", "qwen3moe", "qwen2moe", "olmoe",
-    "granitemoe", "bert", "nomic-bert",
+    "granitemoe", "gpt-oss", "bert", "nomic-bert",
 ];
 
 impl Arch {
@@ -66,6 +69,7 @@ impl Arch {
             "exaone4" => Arch::Exaone4,
             "smollm3" => Arch::Smollm3,
             "glm4" => Arch::Glm4,
+            "gpt-oss" => Arch::GptOss,
             _ => return None,
         })
     }
@@ -89,6 +93,7 @@ impl Arch {
             Arch::Exaone4 => "exaone4",
             Arch::Smollm3 => "smollm3",
             Arch::Glm4 => "glm4",
+            Arch::GptOss => "gpt-oss",
         }
     }
 
@@ -110,6 +115,16 @@ pub enum Gating {
     SoftmaxWeight,
 }
 
+/// An expert's activation of gate and up (`build_moe_ffn`'s `type_op`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ExpertAct {
+    /// silu(gate) · up (ggml_swiglu_split)
+    Swiglu,
+    /// gpt-oss: x = min(gate, limit), y = clamp(up, ±limit), x·σ(αx)·(y + 1)
+    /// (ggml_swiglu_oai)
+    SwigluOai { alpha: f32, limit: f32 },
+}
+
 /// A mixture-of-experts FFN's hyper-parameters (`{arch}.expert_*`), as llama.cpp's
 /// `build_moe_ffn` takes them per architecture.
 #[derive(Debug, Clone)]
@@ -126,6 +141,7 @@ pub struct MoeConfig {
     pub norm_w: bool,
     /// The chosen weights are multiplied by this (1: none).
     pub w_scale: f32,
+    pub act: ExpertAct,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

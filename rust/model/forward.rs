@@ -368,7 +368,7 @@ impl Model {
                 }
                 Step::Scale { buf, s, width } => st.buf(buf)[..n * width].iter_mut().for_each(|v| *v *= s),
                 Step::Attention { .. } if !c.causal => {
-                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: c.attn_softcap };
+                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: c.attn_softcap, sinks: None };
                     let mut seqs = Vec::with_capacity(spans.len());
                     let mut t0 = 0;
                     for sp in spans {
@@ -383,7 +383,7 @@ impl Model {
                     attention_bidirectional(pool, &shape, &b[Buf::Q as usize][..n * qd], &b[Buf::K as usize][..n * kd], &b[Buf::V as usize][..n * vdim], &seqs, &mut out);
                     b[Buf::Attn as usize] = out;
                 }
-                Step::Attention { swa } => {
+                Step::Attention { swa, sinks } => {
                     let mut t0 = 0;
                     for sp in spans {
                         kv.store(il, sp.slot, sp.pos0, &st.bufs[Buf::K as usize][t0 * kd..], &st.bufs[Buf::V as usize][t0 * vdim..], sp.n);
@@ -397,6 +397,7 @@ impl Model {
                         scale: c.kq_scale,
                         window: if swa { Some(c.sliding_window) } else { None },
                         softcap: c.attn_softcap,
+                        sinks,
                     };
                     let lkv = &kv.layers[il];
                     let ring = !kv.is_full(il);

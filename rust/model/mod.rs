@@ -12,7 +12,7 @@ pub mod plan;
 mod probe;
 mod weights;
 
-pub use config::{Activation, Arch, Config, Gating, MoeConfig, SUPPORTED_ARCHS};
+pub use config::{Activation, Arch, Config, ExpertAct, Gating, MoeConfig, SUPPORTED_ARCHS};
 use crate::error::Error;
 pub use forward::{LogitRows, Span, State};
 
@@ -57,8 +57,11 @@ pub struct Attention {
     pub q_norm: Option<Vec<f32>>,
     pub k_norm: Option<Vec<f32>>,
     pub wo: Weight,
-    /// Bias of the output projection (BERT).
+    /// Bias of the output projection (BERT, gpt-oss).
     pub wo_bias: Option<Vec<f32>>,
+    /// Per head, a logit every query's softmax also takes in and that reads no value
+    /// (gpt-oss's attention sinks).
+    pub sinks: Option<Vec<f32>>,
 }
 
 /// The feed-forward block: act(gate·h) ⊙ (up·h), then down, with gate and up as two
@@ -111,6 +114,12 @@ pub struct Moe {
     /// [n_ff_exp → n_embd] per expert.
     pub down: Experts,
     pub shared: Option<SharedExpert>,
+    /// Biases (gpt-oss): of the router logits [n_expert], and per expert of its gate / up
+    /// outputs [n_expert][n_ff_exp] and down output [n_expert][n_embd].
+    pub router_bias: Option<Vec<f32>>,
+    pub gate_bias: Option<Vec<f32>>,
+    pub up_bias: Option<Vec<f32>>,
+    pub down_bias: Option<Vec<f32>>,
 }
 
 /// One layer: an attention block and an FFN block, each with its norms and a residual add.
@@ -232,6 +241,10 @@ impl Model {
                     up: ld.experts(&n("ffn_up_exps"), e, fe, ne)?,
                     down: ld.experts(&n("ffn_down_exps"), fe, e, ne)?,
                     shared,
+                    router_bias: ld.opt_floats(&b("ffn_gate_inp"), &[ne])?,
+                    gate_bias: ld.opt_floats(&b("ffn_gate_exps"), &[fe, ne])?,
+                    up_bias: ld.opt_floats(&b("ffn_up_exps"), &[fe, ne])?,
+                    down_bias: ld.opt_floats(&b("ffn_down_exps"), &[e, ne])?,
                 })
             } else if c.arch == Arch::Bert {
                 let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
@@ -264,10 +277,15 @@ impl Model {
                         _ => Ok(Some(Norm::Rms(ld.vector(&n(name), e)?))),
                     }
                 };
-                (
-                    Norms { pre: pre("attn_norm")?, post: rms(&n("post_attention_norm"))?, residual: None },
-                    Norms { pre: pre("ffn_norm")?, post: rms(&n("post_ffw_norm"))?, residual: None },
-                )
+                if c.arch == Arch::GptOss {
+                    // gpt-oss names its FFN's input norm post_attention_norm
+                    (Norms { pre: pre("attn_norm")?, ..Default::default() }, Norms { pre: pre("post_attention_norm")?, ..Default::default() })
+                } else {
+                    (
+                        Norms { pre: pre("attn_norm")?, post: rms(&n("post_attention_norm"))?, residual: None },
+                        Norms { pre: pre("ffn_norm")?, post: rms(&n("post_ffw_norm"))?, residual: None },
+                    )
+                }
             };
             // a fused projection's bias [q; k; v] is read as the three parts' biases
             let bias = match ld.opt_vector(&b("attn_qkv"), q_dim + kv_dim + v_dim)? {
@@ -284,6 +302,7 @@ impl Model {
                     k_norm: ld.opt_vector(&n("attn_k_norm"), if whole_qk_norm { kv_dim } else { hd })?,
                     wo: ld.matrix(&n("attn_output"), q_dim.max(c.n_head * vd), e)?,
                     wo_bias: ld.opt_vector(&b("attn_output"), e)?,
+                    sinks: ld.opt_vector(&n("attn_sinks"), c.n_head)?,
                 },
                 ffn_norms,
                 ffn,

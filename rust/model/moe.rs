@@ -10,7 +10,7 @@
 //! that the tiled K-quant kernel takes an expert's rows once 8 or more tokens of one chunk
 //! are routed to it (`ggml_compute_forward_mul_mat_id_tiled`). The count is taken per
 //! sequence and prompt chunk (`groups`), so a token's bits never depend on other sequences.
-use super::{Gating, Moe, MoeConfig};
+use super::{ExpertAct, Gating, Moe, MoeConfig};
 use crate::cpu::f16vec::{expf_ggml, reduce16};
 use crate::cpu::ops::swiglu_ggml;
 use crate::cpu::{matmul_masked, Scratch, ThreadPool};
@@ -97,6 +97,25 @@ fn route(cfg: &MoeConfig, logits: &[f32], n: usize, s: &mut MoeScratch) {
     }
 }
 
+/// `rows[r] += bias[x]` for each row of `width` values (ggml_add_id: expert `x`'s bias).
+fn add_bias(rows: &mut [f32], bias: Option<&[f32]>, x: usize, width: usize) {
+    if let Some(b) = bias {
+        let b = &b[x * width..(x + 1) * width];
+        rows.chunks_exact_mut(width).for_each(|r| r.iter_mut().zip(b).for_each(|(v, &bv)| *v += bv));
+    }
+}
+
+/// gpt-oss's clamped SwiGLU in place of `gate`, as ggml's `swiglu_oai` computes it:
+/// x = min(gate, limit), y = clamp(up, -limit, limit), x / (1 + expf(α · -x)) · (y + 1).
+fn swiglu_oai(gate: &mut [f32], up: &[f32], alpha: f32, limit: f32) {
+    for (g, &u) in gate.iter_mut().zip(up) {
+        // std::min(g, limit) and std::clamp keep g / u unless the bound is strictly passed
+        let x = if limit < *g { limit } else { *g };
+        let y = if u < -limit { -limit } else if limit < u { limit } else { u };
+        *g = x / (1.0 + (alpha * -x).exp()) * (y + 1.0);
+    }
+}
+
 /// Whether llama.cpp's `mul_mat_id` takes the tiled K-quant kernel for an expert's rows of
 /// this type once enough tokens are routed to it (types it repacks, F32 and F16 stay in
 /// the one-token order).
@@ -156,11 +175,16 @@ pub fn moe_forward(
         s.up.resize(c * fe, 0.0);
         let m_up = mask_for(up_ty, &s.mask);
         matmul_masked(pool, &moe.up.expert(x), &s.xin, c, &mut s.up, &mut s.scratch, Some(&m_up));
+        add_bias(&mut s.up, moe.up_bias.as_deref(), x, fe);
         match &moe.gate {
             Some(g) => {
                 let m = mask_for(g.w.ty, &s.mask);
                 matmul_masked(pool, &g.expert(x), &s.xin, c, &mut s.gate, &mut s.scratch, Some(&m));
-                swiglu_ggml(&mut s.gate, &s.up, fe);
+                add_bias(&mut s.gate, moe.gate_bias.as_deref(), x, fe);
+                match cfg.act {
+                    ExpertAct::Swiglu => swiglu_ggml(&mut s.gate, &s.up, fe),
+                    ExpertAct::SwigluOai { alpha, limit } => swiglu_oai(&mut s.gate, &s.up, alpha, limit),
+                }
             }
             None => {
                 // act(up) alone: ggml_silu is the SwiGLU kernel's silu (times 1)
@@ -172,6 +196,7 @@ pub fn moe_forward(
         s.y.resize(c * e, 0.0);
         let m_down = mask_for(moe.down.w.ty, &s.mask);
         matmul_masked(pool, &moe.down.expert(x), &s.gate, c, &mut s.y, &mut s.scratch, Some(&m_down));
+        add_bias(&mut s.y, moe.down_bias.as_deref(), x, e);
         for (r, &(t, j)) in rows.iter().enumerate() {
             let (t, j) = (t as usize, j as usize);
             let w = s.weights[t * k + j];
@@ -242,7 +267,7 @@ mod tests {
 
     #[test]
     fn routing_picks_the_top_k_and_renormalises() {
-        let cfg = MoeConfig { n_expert: 4, n_used: 2, n_ff_exp: 8, n_ff_shexp: 0, gating: Gating::Softmax, norm_w: true, w_scale: 1.0 };
+        let cfg = MoeConfig { n_expert: 4, n_used: 2, n_ff_exp: 8, n_ff_shexp: 0, gating: Gating::Softmax, norm_w: true, w_scale: 1.0, act: ExpertAct::Swiglu };
         let mut s = MoeScratch::default();
         route(&cfg, &[0.1, 2.0, -1.0, 1.5, 3.0, 0.0, 0.0, 0.0], 2, &mut s);
         assert_eq!(&s.ids[..2], &[1, 3]);

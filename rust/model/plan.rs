@@ -45,8 +45,8 @@ pub enum Step<'m> {
     /// `buf *= s` over `width` values per token.
     Scale { buf: Buf, s: f32, width: usize },
     /// Store K and V in the layer's cache, then `Attn = softmax(Q·Kᵀ·scale) · V` over it
-    /// (causal; a sliding window on SWA layers).
-    Attention { swa: bool },
+    /// (causal; a sliding window on SWA layers; per-head sink logits in the softmax).
+    Attention { swa: bool, sinks: Option<&'m [f32]> },
     /// `X += src`.
     Residual { src: Buf },
     /// `Gate = act(Gate) ⊙ Up` over `width` values per token.
@@ -143,7 +143,7 @@ impl Model {
             s.push(Step::Scale { buf: Q, s: c.q_scale, width: qd });
         }
         s.extend([tap(Q, qd, "Qrope"), tap(K, kd, "Krope")]);
-        s.push(Step::Attention { swa });
+        s.push(Step::Attention { swa, sinks: a.sinks.as_deref() });
         s.push(tap(Attn, ad, "kqv_out"));
         s.push(Step::MatMul { w: &a.wo, lo: 0, hi: a.wo.n_out, src: Attn, dst: O, name: "attn_output" });
         if let Some(b) = &a.wo_bias {
@@ -197,6 +197,9 @@ impl Model {
                     }
                 }
                 s.push(Step::MatMul { w: &moe.router, lo: 0, hi: moe.router.n_out, src: x, dst: Router, name: "ffn_gate_inp" });
+                if let Some(b) = &moe.router_bias {
+                    s.push(Step::AddBias { dst: Router, b, name: "ffn_gate_inp.bias" });
+                }
                 s.push(tap(Router, moe.router.n_out, "ffn_moe_logits"));
                 s.push(Step::Moe { moe, src: x, dst: O, add: moe.shared.is_some() });
                 s.push(tap(O, e, "ffn_out"));

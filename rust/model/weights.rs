@@ -103,6 +103,19 @@ impl<'a> Loader<'a> {
         Ok(out)
     }
 
+    /// A tensor of shape `dims` (ggml order) dequantized to f32, if present (gpt-oss's
+    /// per-expert biases [n, n_expert]).
+    pub fn opt_floats(&self, name: &str, dims: &[usize]) -> Result<Option<Vec<f32>>> {
+        let Some(t) = self.g.tensor(name) else { return Ok(None) };
+        self.check_shape(t, dims)?;
+        if !t.ty.is_supported() {
+            return Err(self.unsupported(t));
+        }
+        let mut out = vec![0f32; dims.iter().product()];
+        quant::dequantize(t.ty, self.g.tensor_data(t), &mut out);
+        Ok(Some(out))
+    }
+
     /// The first row (of `n` values) of a 2-D tensor, dequantized (BERT's token type 0).
     pub fn opt_first_row(&self, name: &str, n: usize) -> Result<Option<Vec<f32>>> {
         let Some(t) = self.g.tensor(name) else { return Ok(None) };

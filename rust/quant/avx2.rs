@@ -46,6 +46,7 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
         Q5_K => dot_q5_k,
         Q6_K => dot_q6_k,
         IQ4_NL => dot_iq4_nl,
+        MXFP4 => dot_mxfp4,
         IQ4_XS => dot_iq4_xs,
         _ => return None,
     })
@@ -66,6 +67,7 @@ pub(super) fn dot_rows(ty: GgmlType) -> Option<DotRowsFn> {
         Q4_K => rows_q4_k,
         Q6_K => rows_q6_k,
         IQ4_NL => rows_iq4_nl,
+        MXFP4 => rows_mxfp4,
         _ => return None,
     })
 }
@@ -79,6 +81,7 @@ pub(super) fn chain(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
     match ty {
         GgmlType::Q4_0 => Some((dot_q4_0x8, rows_q4_0x8)),
         GgmlType::IQ4_NL => Some((dot_iq4_nlx8, rows_iq4_nlx8)),
+        GgmlType::MXFP4 => Some((dot_mxfp4x8, rows_mxfp4x8)),
         _ => None,
     }
 }
@@ -183,6 +186,8 @@ row_wrappers! {
     dot_q5_1, rows_q5_1 => q5_1_q8_1, 32, 24, 36;
     dot_q8_0, rows_q8_0 => q8_0_q8_0, 32, 34, 34;
     dot_iq4_nl, rows_iq4_nl => iq4_nl_q8_0, 32, 18, 34;
+    dot_mxfp4, rows_mxfp4 => mxfp4_q8_0, 32, 17, 34;
+    dot_mxfp4x8, rows_mxfp4x8 => mxfp4x8_q8_0, 32, 17, 34;
     dot_q4_k, rows_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES;
     dot_q6_k, rows_q6_k => q6_k_vec, QK_K, Q6_K_BYTES, Q8_K_BYTES;
 }
@@ -366,7 +371,13 @@ pub(super) unsafe fn q3_k_scales(p: *const u8) -> __m128i {
 /// 16 IQ4 codes at `p` → 32 signed codebook values (low nibbles, then high nibbles).
 #[inline(always)]
 pub(super) unsafe fn iq4_values(p: *const u8) -> __m256i {
-    let values = load128(KVALUES_IQ4NL.as_ptr() as *const u8);
+    nl4_values(p, &KVALUES_IQ4NL)
+}
+
+/// 16 4-bit codes at `p` → 32 signed values of `table` (low nibbles, then high nibbles).
+#[inline(always)]
+pub(super) unsafe fn nl4_values(p: *const u8, table: &[i8; 16]) -> __m256i {
+    let values = load128(table.as_ptr() as *const u8);
     let m4 = _mm_set1_epi8(0x0f);
     let bits = load128(p);
     _mm256_set_m128i(

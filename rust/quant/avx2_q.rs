@@ -1,4 +1,4 @@
-//! AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
+//! AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4).
 //!
 //! One weight block is decoded once (`Block32::weights`) and dotted with `C` activation rows
 //! (`C` = 1 for `DotFn`, 4 for `DotRowsFn`), for `RW` weight rows (tiles, `avx2_tile.rs`);
@@ -11,7 +11,8 @@
 //! Callers (the `#[target_feature]` entry points) guarantee the CPU features and that `nb`
 //! blocks are readable from `w` and from every `a[r]`.
 use super::blocks::*;
-use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, hsum_i32x8, iq4_values, load256, mul_us8, nibbles32};
+use super::avx2::{bits32, fp16, fp16x2, hsum_f32x8, hsum_i32x8, iq4_values, load256, mul_us8, nibbles32, nl4_values};
+use super::scalar_k::{e8m0_half, KVALUES_MXFP4};
 use core::arch::x86_64::*;
 
 /// A 32-element weight block type and its activation format (Q8_0, or Q8_1 when `MIN`).
@@ -29,6 +30,12 @@ pub(super) trait Block32 {
     const CHAIN: bool = false;
     /// Block `i`: the 32 values (i8, or u8 when `MIN`), d and m (0 when not `MIN`).
     unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32);
+    /// The weight scales of blocks `i..i + 8` (`CHAIN` types; f16 `d` first in an 18-byte
+    /// block unless the type says otherwise).
+    #[inline(always)]
+    unsafe fn scales8(w: *const u8, i: usize) -> __m256 {
+        fp16x8(w.add(18 * i), 18)
+    }
 }
 
 /// Σ unsigned×signed byte products, 4 bytes per i32 lane; VNNI: one `vpdpbusd`.
@@ -133,7 +140,7 @@ unsafe fn fp16x8(p: *const u8, stride: usize) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(h.as_ptr() as *const __m128i))
 }
 
-/// [`blocks32`] for `CHAIN` types (signed values, Q8_0 activations, 18-byte weight blocks): 8
+/// [`blocks32`] for `CHAIN` types (signed values, Q8_0 activations, `Block32::scales8`): 8
 /// blocks at a time, their integer sums reduced together ([`sums8`]) and their scales
 /// `d_w·d_a` multiplied as one vector, then the chain's FMAs block after block; the last
 /// `nb % 8` blocks one at a time.
@@ -143,7 +150,7 @@ unsafe fn chain32<B: Block32, const RW: usize, const C: usize>(nb: usize, w: [*c
     let mut i = 0;
     while i + 8 <= nb {
         for r in 0..RW {
-            let dwv = fp16x8(w[r].add(18 * i), 18);
+            let dwv = B::scales8(w[r], i);
             for t in 0..C {
                 let ab = a[t].add(34 * i);
                 // (a loop, not `array::from_fn`: a closure would lose the target features)
@@ -288,6 +295,39 @@ impl Block32 for BIQ4_NLx8 {
     }
 }
 
+/// `block_mxfp4 { u8 e; u8 qs[16]; }`: `kvalues_mxfp4[code]` · 2^(e-128); ggml's AVX2
+/// `ggml_vec_dot_mxfp4_q8_0` is its IQ4_NL kernel (two chains) with this codebook and scale.
+#[allow(non_camel_case_types)]
+pub(super) struct BMXFP4;
+
+impl Block32 for BMXFP4 {
+    const MIN: bool = false;
+    const PAIRED: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        let wb = w.add(MXFP4_BYTES * i);
+        (nl4_values(wb.add(1), &KVALUES_MXFP4), e8m0_half(*wb), 0.0)
+    }
+}
+
+/// MXFP4 as llama.cpp's repacked `mxfp4_8x8` kernels sum it (`Block32::CHAIN`).
+#[allow(non_camel_case_types)]
+pub(super) struct BMXFP4x8;
+
+impl Block32 for BMXFP4x8 {
+    const MIN: bool = false;
+    const CHAIN: bool = true;
+    #[inline(always)]
+    unsafe fn weights(w: *const u8, i: usize) -> (__m256i, f32, f32) {
+        BMXFP4::weights(w, i)
+    }
+    #[inline(always)]
+    unsafe fn scales8(w: *const u8, i: usize) -> __m256 {
+        let d = |j: usize| e8m0_half(*w.add(MXFP4_BYTES * (i + j)));
+        _mm256_setr_ps(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7))
+    }
+}
+
 macro_rules! entry_points {
     ($($kernel:ident => $blk:ident;)*) => {$(
         #[target_feature(enable = "avx2,fma,f16c")]
@@ -306,4 +346,6 @@ entry_points! {
     iq4_nl_q8_0 => BIQ4_NL;
     q4_0x8_q8_0 => BQ4_0x8;
     iq4_nlx8_q8_0 => BIQ4_NLx8;
+    mxfp4_q8_0 => BMXFP4;
+    mxfp4x8_q8_0 => BMXFP4x8;
 }

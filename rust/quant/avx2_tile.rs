@@ -9,7 +9,7 @@
 //! per-block f16 scales dominate; reusing activations across rows saves little).
 use super::blocks::*;
 use super::avx2_k::{q4_k_gemm, q4_k_gemv, q6_k_tiled, q6_k_vec};
-use super::avx2_q::{iq4_nl_q8_0, iq4_nlx8_q8_0, q4_0_q8_0, q4_0x8_q8_0, q4_1_q8_1, q5_0_q8_0, q5_1_q8_1, q8_0_q8_0};
+use super::avx2_q::{iq4_nl_q8_0, iq4_nlx8_q8_0, mxfp4_q8_0, mxfp4x8_q8_0, q4_0_q8_0, q4_0x8_q8_0, q4_1_q8_1, q5_0_q8_0, q5_1_q8_1, q8_0_q8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{vec_dot_type, GgmlType};
 
@@ -28,6 +28,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q5_0 => (run_q5_0, 4),
         Q4_0 => (run_q4_0, 4),
         IQ4_NL => (run_iq4_nl, 4),
+        MXFP4 => (run_mxfp4, 4),
         Q4_1 => (run_q4_1, 4),
         Q5_1 => (run_q5_1, 4),
         Q4_K => (run_q4_k, 4),
@@ -56,6 +57,7 @@ pub(super) fn kernel_chain(ty: GgmlType) -> Option<TileKernel> {
     let run: TileFn = match ty {
         GgmlType::Q4_0 => run_q4_0x8,
         GgmlType::IQ4_NL => run_iq4_nlx8,
+        GgmlType::MXFP4 => run_mxfp4x8,
         _ => return None,
     };
     Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, cols: 4, batch: None })
@@ -92,6 +94,8 @@ tiles! {
     TIQ4_NL, run_iq4_nl => iq4_nl_q8_0, 32, 18, 34, [1, 4, 1];
     TQ4_0x8, run_q4_0x8 => q4_0x8_q8_0, 32, 18, 34, [1, 4, 1];
     TIQ4_NLx8, run_iq4_nlx8 => iq4_nlx8_q8_0, 32, 18, 34, [1, 4, 1];
+    TMXFP4, run_mxfp4 => mxfp4_q8_0, 32, 17, 34, [1, 4, 1];
+    TMXFP4x8, run_mxfp4x8 => mxfp4x8_q8_0, 32, 17, 34, [1, 4, 1];
     TQ4_1, run_q4_1 => q4_1_q8_1, 32, 20, 36, [1, 4, 1];
     TQ5_1, run_q5_1 => q5_1_q8_1, 32, 24, 36, [1, 4, 1];
     TQ4_K, run_q4_k => q4_k_gemv, QK_K, Q4_K_BYTES, Q8_K_BYTES, [1, 4, 1];

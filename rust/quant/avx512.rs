@@ -16,7 +16,7 @@
 //! builds). They are reachable only through [`dot`] / [`dot_rows`], which check the CPU first.
 use super::blocks::*;
 use super::avx2::{fp16, fp16x2, hsum_f32x8, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
-use super::avx2_q::{blocks32, BIQ4_NL, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
+use super::avx2_q::{blocks32, BIQ4_NL, BMXFP4, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
 use core::arch::x86_64::*;
@@ -54,6 +54,7 @@ fn kernels(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
         (Q4_1, true) => (dot_q4_1_vnni, rows_q4_1_vnni),
         (Q5_1, true) => (dot_q5_1_vnni, rows_q5_1_vnni),
         (IQ4_NL, true) => (dot_iq4_nl_vnni, rows_iq4_nl_vnni),
+        (MXFP4, true) => (dot_mxfp4_vnni, rows_mxfp4_vnni),
         _ => return None,
     })
 }
@@ -106,6 +107,7 @@ vnni32! {
     k_q4_1_vnni => BQ4_1;
     k_q5_1_vnni => BQ5_1;
     k_iq4_nl_vnni => BIQ4_NL;
+    k_mxfp4_vnni => BMXFP4;
 }
 
 // 512-bit K-quant kernels: one generic `#[inline(always)]` body per type, instantiated with
@@ -141,6 +143,7 @@ row_wrappers! {
     dot_q4_1_vnni, rows_q4_1_vnni => k_q4_1_vnni, 32, 20, 36;
     dot_q5_1_vnni, rows_q5_1_vnni => k_q5_1_vnni, 32, 24, 36;
     dot_iq4_nl_vnni, rows_iq4_nl_vnni => k_iq4_nl_vnni, 32, 18, 34;
+    dot_mxfp4_vnni, rows_mxfp4_vnni => k_mxfp4_vnni, 32, 17, 34;
     dot_q4_k, rows_q4_k => k_q4_k, QK_K, Q4_K_BYTES, Q8_K_BYTES;
     dot_q4_k_vnni, rows_q4_k_vnni => k_q4_k_vnni, QK_K, Q4_K_BYTES, Q8_K_BYTES;
     dot_q6_k, rows_q6_k => k_q6_k, QK_K, Q6_K_BYTES, Q8_K_BYTES;

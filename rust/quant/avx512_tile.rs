@@ -19,7 +19,7 @@
 use super::blocks::*;
 use super::avx2::{fp16, hsum_f32x8, load128, load256, nibbles32, rd_f32};
 use super::avx512::{has_avx512, has_vnni};
-use super::scalar_k::KVALUES_IQ4NL;
+use super::scalar_k::{e8m0_half, KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::tile::{drive, Tile, TileKernel};
 use super::GgmlType;
 use core::arch::x86_64::*;
@@ -55,6 +55,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q5_0 => (run_q5_0, prep_q8_0::<4>),
         Q4_0 => (run_q4_0, prep_q8_0::<3>),
         IQ4_NL => (run_iq4_nl, prep_q8_0::<7>),
+        MXFP4 => (run_mxfp4, prep_q8_0::<7>),
         Q4_1 => (run_q4_1, prep_q8_1),
         Q5_1 => (run_q5_1, prep_q8_1),
         _ => return None,
@@ -221,6 +222,38 @@ impl BlockZ for ZIQ4_NL {
         let b0 = w.add(IQ4_NL_BYTES * i);
         // lanes 8..16 become lut[0]; the tail step masks them out
         (Self::lut(nib_one(b0.add(2))), _mm512_set1_ps(fp16(b0)), 0.0)
+    }
+}
+
+/// `block_mxfp4 { u8 e; u8 qs[16]; }`: q = kvalues_mxfp4[code] + 128, d = 2^(e-128)
+#[allow(non_camel_case_types)]
+struct ZMXFP4;
+impl ZMXFP4 {
+    #[inline(always)]
+    unsafe fn lut(codes: __m512i) -> __m512i {
+        let t = _mm512_broadcast_i32x4(load128(KVALUES_MXFP4.as_ptr() as *const u8));
+        _mm512_shuffle_epi8(_mm512_xor_si512(t, _mm512_set1_epi8(0x80u8 as i8)), codes)
+    }
+}
+impl BlockZ for ZMXFP4 {
+    const WTS: usize = MXFP4_BYTES;
+    const MIN: bool = false;
+    const PAIRED: bool = true;
+    #[inline(always)]
+    unsafe fn pair(w: *const u8, i: usize) -> (__m512i, __m512, f32, f32) {
+        let (b0, b1) = (w.add(MXFP4_BYTES * i), w.add(MXFP4_BYTES * i + MXFP4_BYTES));
+        // [d0 ×8 | d1 ×8] (insertf64x4 is AVX-512F; the f32x8 form needs DQ)
+        let d = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+            _mm512_castps_pd(_mm512_set1_ps(e8m0_half(*b0))),
+            _mm256_castps_pd(_mm256_set1_ps(e8m0_half(*b1))),
+        ));
+        (Self::lut(nib_pair(b0.add(1), b1.add(1))), d, 0.0, 0.0)
+    }
+    #[inline(always)]
+    unsafe fn single(w: *const u8, i: usize) -> (__m512i, __m512, f32) {
+        let b0 = w.add(MXFP4_BYTES * i);
+        // lanes 8..16 become lut[0]; the tail step masks them out
+        (Self::lut(nib_one(b0.add(1))), _mm512_set1_ps(e8m0_half(*b0)), 0.0)
     }
 }
 
@@ -396,6 +429,7 @@ tiles! {
     run_q5_0, TQ5_0, k_q5_0 => ZQ5_0;
     run_q4_0, TQ4_0, k_q4_0 => ZQ4_0;
     run_iq4_nl, TIQ4_NL, k_iq4_nl => ZIQ4_NL;
+    run_mxfp4, TMXFP4, k_mxfp4 => ZMXFP4;
     run_q4_1, TQ4_1, k_q4_1 => ZQ4_1;
     run_q5_1, TQ5_1, k_q5_1 => ZQ5_1;
 }

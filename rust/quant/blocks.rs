@@ -110,6 +110,14 @@ pub struct BlockIQ4NL {
     pub qs: [u8; QK / 2],
 }
 
+/// MXFP4 (gpt-oss experts): an E8M0 exponent `e` (the scale is 2^(e-128), half of
+/// 2^(e-127), against codes that are twice E2M1's values) and 32 4-bit codes.
+#[repr(C)]
+pub struct BlockMXFP4 {
+    pub e: u8,
+    pub qs: [u8; QK / 2],
+}
+
 #[repr(C)]
 pub struct BlockIQ4XS {
     pub d: F16,
@@ -132,6 +140,7 @@ pub const Q6_K_BYTES: usize = size_of::<BlockQ6K>();
 pub const Q8_K_BYTES: usize = size_of::<BlockQ8K>();
 pub const IQ4_NL_BYTES: usize = size_of::<BlockIQ4NL>();
 pub const IQ4_XS_BYTES: usize = size_of::<BlockIQ4XS>();
+pub const MXFP4_BYTES: usize = size_of::<BlockMXFP4>();
 
 /// Where a Q8_K block's values and 16-element sums start.
 pub const Q8_K_QS: usize = offset_of!(BlockQ8K, qs);
@@ -140,7 +149,7 @@ pub const Q8_K_BSUMS: usize = offset_of!(BlockQ8K, bsums);
 // ggml's sizes (ggml-common.h static_asserts): a layout that drifts does not compile
 const _: () = {
     assert!(Q4_0_BYTES == 18 && Q4_1_BYTES == 20 && Q5_0_BYTES == 22 && Q5_1_BYTES == 24);
-    assert!(Q8_0_BYTES == 34 && Q8_1_BYTES == 36 && IQ4_NL_BYTES == 18);
+    assert!(Q8_0_BYTES == 34 && Q8_1_BYTES == 36 && IQ4_NL_BYTES == 18 && MXFP4_BYTES == 17);
     assert!(Q2_K_BYTES == 84 && Q3_K_BYTES == 110 && Q4_K_BYTES == 144 && Q5_K_BYTES == 176 && Q6_K_BYTES == 210);
     assert!(Q8_K_BYTES == 292 && Q8_K_QS == 4 && Q8_K_BSUMS == 260 && IQ4_XS_BYTES == 136);
 };

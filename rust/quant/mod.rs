@@ -111,7 +111,7 @@ pub fn batch_shape(ty: GgmlType, n_in: usize, n_out: usize) -> bool {
 /// own (`vec_dot`) order today (a 1.2B Q4_0 model: tg 16 vs 28 tok/s, pp 25 vs 50 on 2 threads),
 /// so by default these two types keep ggml's `vec_dot` order.
 pub fn row_chain(ty: GgmlType, n_out: usize) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4_NL) && n_out % 8 == 0 && exact_everywhere()
+    matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::MXFP4) && n_out % 8 == 0 && exact_everywhere()
 }
 
 /// `LLAMARS_EXACT=1`: follow llama.cpp's orders also where that costs speed ([`row_chain`]).
@@ -141,7 +141,7 @@ pub type DotRowsFn = fn(n: usize, w: &[u8], a: &[u8], a_stride: usize, out: &mut
 pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     use GgmlType::*;
     match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL => Q8_0,
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
         Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
         F16 => F16,

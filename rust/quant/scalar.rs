@@ -205,6 +205,7 @@ pub fn dot_chain(ty: GgmlType) -> Option<DotFn> {
     match ty {
         GgmlType::Q4_0 => Some(dot_q4_0_q8_0_chain),
         GgmlType::IQ4_NL => Some(super::scalar_k::dot_iq4_nl_q8_0_chain),
+        GgmlType::MXFP4 => Some(super::scalar_k::dot_mxfp4_q8_0_chain),
         _ => None,
     }
 }

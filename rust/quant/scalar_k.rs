@@ -1,11 +1,12 @@
-//! Scalar references for Q2_K, Q3_K, Q5_K, IQ4_NL and IQ4_XS.
+//! Scalar references for Q2_K, Q3_K, Q5_K, IQ4_NL, MXFP4 and IQ4_XS.
 //!
 //! Layouts: ggml-common.h. Dequantize: ggml-quants.c `dequantize_row_{q2_K,q3_K,q5_K,iq4_nl,iq4_xs}`.
 //! Dots: the integer part of every block is computed exactly. Q3_K, Q5_K and IQ4_XS follow the
 //! f32 orders llama.cpp runs on x86: ggml's AVX2 `vec_dot` for fewer than 8 tokens ([`k_lanes`]),
 //! its tiled K-quant kernel for 8 or more (`*_tiled`, see `quant::batch_tokens`); Q2_K the
 //! orders of its repacked gemv / gemm (AVX-512 machines), IQ4_NL ggml's AVX2 `vec_dot` or its
-//! repacked rows-of-8 kernels (`quant::row_chain`).
+//! repacked rows-of-8 kernels (`quant::row_chain`), and MXFP4 the same two orders (llama.cpp
+//! runs it through the IQ4_NL code paths with another codebook and an E8M0 scale).
 use super::blocks::*;
 use super::f16::read_f16;
 use super::scalar::{fma_lanes, hsum8, q8_k_bsum, rd_f32, scale_min_k4};
@@ -13,6 +14,15 @@ use super::{DotFn, GgmlType};
 
 /// The IQ4_NL / IQ4_XS codebook (ggml-common.h `kvalues_iq4nl`).
 pub const KVALUES_IQ4NL: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113];
+/// The MXFP4 codebook: E2M1's values doubled (ggml-common.h `kvalues_mxfp4`).
+pub const KVALUES_MXFP4: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
+
+/// ggml's `ggml_e8m0_to_fp32_half`: 2^(x-128), denormal for x < 2.
+#[inline]
+pub fn e8m0_half(x: u8) -> f32 {
+    let bits: u32 = if x < 2 { 0x0020_0000 << x } else { ((x as u32) - 1) << 23 };
+    f32::from_bits(bits)
+}
 
 /// Dequantize one block of `ty` (one of the types this file owns) into `y`.
 pub fn dequantize_block(ty: GgmlType, b: &[u8], y: &mut [f32]) {
@@ -22,6 +32,7 @@ pub fn dequantize_block(ty: GgmlType, b: &[u8], y: &mut [f32]) {
         Q3_K => deq_q3_k(b, y),
         Q5_K => deq_q5_k(b, y),
         IQ4_NL => deq_iq4_nl(b, y),
+        MXFP4 => deq_mxfp4(b, y),
         IQ4_XS => deq_iq4_xs(b, y),
         // Types without a reference produce NaN so nothing silently uses them.
         _ => y.fill(f32::NAN),
@@ -36,6 +47,7 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
         Q3_K => dot_q3_k_q8_k,
         Q5_K => dot_q5_k_q8_k,
         IQ4_NL => dot_iq4_nl_q8_0,
+        MXFP4 => dot_mxfp4_q8_0,
         IQ4_XS => dot_iq4_xs_q8_k,
         _ => return None,
     })
@@ -292,44 +304,86 @@ pub fn dot_q5_k_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
 // block_iq4_nl { f16 d; u8 qs[16]; } = 18 bytes; element j: kvalues[qs[j] & 15], j+16: kvalues[qs[j] >> 4].
 
 fn deq_iq4_nl(b: &[u8], y: &mut [f32]) {
-    let d = read_f16(b, 0);
-    for j in 0..16 {
-        let q = b[2 + j];
-        y[j] = d * KVALUES_IQ4NL[(q & 0x0f) as usize] as f32;
-        y[j + 16] = d * KVALUES_IQ4NL[(q >> 4) as usize] as f32;
+    NL_IQ4.dequantize(b, y)
+}
+
+/// A 32-element block of 4-bit codes into a 16-value codebook: IQ4_NL (f16 scale) or MXFP4
+/// (E8M0 scale), which llama.cpp runs through the same kernels.
+struct Nl4 {
+    bytes: usize,
+    /// where the 16 code bytes start
+    qs: usize,
+    table: &'static [i8; 16],
+    scale: fn(&[u8]) -> f32,
+}
+
+const NL_IQ4: Nl4 = Nl4 { bytes: IQ4_NL_BYTES, qs: 2, table: &KVALUES_IQ4NL, scale: |b| read_f16(b, 0) };
+const NL_MXFP4: Nl4 = Nl4 { bytes: MXFP4_BYTES, qs: 1, table: &KVALUES_MXFP4, scale: |b| e8m0_half(b[0]) };
+
+impl Nl4 {
+    /// The 32 signed values of a block times its Q8_0 activations, per element.
+    #[inline]
+    fn prod(&self, wb: &[u8], ab: &[u8]) -> impl Fn(usize) -> i32 {
+        let v: [i8; 32] = core::array::from_fn(|e| {
+            let q = wb[self.qs + e % 16];
+            self.table[(if e < 16 { q & 0x0f } else { q >> 4 }) as usize]
+        });
+        let q8: [i8; 32] = core::array::from_fn(|e| ab[2 + e] as i8);
+        move |e| v[e] as i32 * q8[e] as i32
+    }
+
+    /// In the order of ggml's AVX2 `ggml_vec_dot_iq4_nl_q8_0` (and `_mxfp4_q8_0`):
+    /// [`fma_lanes`] in two chains (even and odd blocks), added before `hsum_float_8`.
+    fn dot(&self, n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let mut acc = [[0f32; 8]; 2];
+        for (i, (wb, ab)) in w.chunks_exact(self.bytes).zip(a.chunks_exact(Q8_0_BYTES)).take(n / 32).enumerate() {
+            fma_lanes(&mut acc[i % 2], (self.scale)(wb) * read_f16(ab, 0), self.prod(wb, ab));
+        }
+        hsum8(&core::array::from_fn(|k| acc[0][k] + acc[1][k]))
+    }
+
+    /// In the order of llama.cpp's repacked `iq4_nl_8x8` / `mxfp4_8x8` kernels
+    /// (`quant::row_chain`): one f32 chain, `fma(f32(Σ block), d_w·d_a, acc)`.
+    fn dot_chain(&self, n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let mut acc = 0f32;
+        for (wb, ab) in w.chunks_exact(self.bytes).zip(a.chunks_exact(Q8_0_BYTES)).take(n / 32) {
+            let s: i32 = (0..32).map(self.prod(wb, ab)).sum();
+            acc = (s as f32).mul_add((self.scale)(wb) * read_f16(ab, 0), acc);
+        }
+        acc
+    }
+
+    fn dequantize(&self, b: &[u8], y: &mut [f32]) {
+        let d = (self.scale)(b);
+        for j in 0..16 {
+            let q = b[self.qs + j];
+            y[j] = d * self.table[(q & 0x0f) as usize] as f32;
+            y[j + 16] = d * self.table[(q >> 4) as usize] as f32;
+        }
     }
 }
 
-/// The 32 signed values of an IQ4_NL block times its activations, per element.
-#[inline]
-fn iq4_nl_prod(wb: &[u8], ab: &[u8]) -> impl Fn(usize) -> i32 {
-    let v: [i8; 32] = core::array::from_fn(|e| {
-        let q = wb[2 + e % 16];
-        KVALUES_IQ4NL[(if e < 16 { q & 0x0f } else { q >> 4 }) as usize]
-    });
-    let q8: [i8; 32] = core::array::from_fn(|e| ab[2 + e] as i8);
-    move |e| v[e] as i32 * q8[e] as i32
-}
-
-/// In the order of ggml's AVX2 `ggml_vec_dot_iq4_nl_q8_0`: [`fma_lanes`] in two chains (even
-/// and odd blocks), added before `hsum_float_8`.
 pub fn dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = [[0f32; 8]; 2];
-    for (i, (wb, ab)) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32).enumerate() {
-        fma_lanes(&mut acc[i % 2], read_f16(wb, 0) * read_f16(ab, 0), iq4_nl_prod(wb, ab));
-    }
-    hsum8(&core::array::from_fn(|k| acc[0][k] + acc[1][k]))
+    NL_IQ4.dot(n, w, a)
 }
 
-/// IQ4_NL in the order of llama.cpp's repacked `iq4_nl_8x8` kernels (`quant::row_chain`): one
-/// f32 chain, `fma(f32(Σ block), d_w·d_a, acc)`.
 pub fn dot_iq4_nl_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
-    for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
-        let s: i32 = (0..32).map(iq4_nl_prod(wb, ab)).sum();
-        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
-    }
-    acc
+    NL_IQ4.dot_chain(n, w, a)
+}
+
+// block_mxfp4 { u8 e; u8 qs[16]; } = 17 bytes; element j: kvalues_mxfp4[qs[j] & 15] · 2^(e-128),
+// j+16: the high nibble.
+
+fn deq_mxfp4(b: &[u8], y: &mut [f32]) {
+    NL_MXFP4.dequantize(b, y)
+}
+
+pub fn dot_mxfp4_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    NL_MXFP4.dot(n, w, a)
+}
+
+pub fn dot_mxfp4_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    NL_MXFP4.dot_chain(n, w, a)
 }
 
 // ---------------------------------------------------------------- IQ4_XS

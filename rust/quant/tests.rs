@@ -17,9 +17,9 @@ const REL_VIA_DEQUANT: f32 = 1e-5;
 /// rounding (2^-11 relative) multiplies the weight minimum.
 const REL_VIA_DEQUANT_Q8_1: f32 = 1e-3;
 
-pub(crate) const WEIGHT_TYPES: [GgmlType; 15] = {
+pub(crate) const WEIGHT_TYPES: [GgmlType; 16] = {
     use GgmlType::*;
-    [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS]
+    [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4]
 };
 
 /// splitmix64: deterministic, no crate.
@@ -110,6 +110,14 @@ pub(crate) fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> V
             for blk in v.chunks_exact_mut(ts) {
                 for &o in f16_fields(ty) {
                     blk[o..o + 2].copy_from_slice(&rng.scale().to_le_bytes());
+                }
+                if ty == MXFP4 {
+                    // an E8M0 scale of 2^-10 .. 2^-1 (random bytes reach 2^127); with a
+                    // constant fill, the corners 0 and 1 (denormal scales) once per row
+                    blk[0] = match fill {
+                        Fill::Const(c) if c < 2 => c,
+                        _ => 118 + (rng.next() % 10) as u8,
+                    };
                 }
             }
             v
@@ -226,7 +234,7 @@ fn check_isas(ty: GgmlType, fill: Fill, extreme_act: bool, seed: u64) {
 fn ggml_order_kernels_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(77);
-    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
+    for ty in [Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS] {
         let reference = scalar::dot(ty).unwrap_or_else(|| panic!("no scalar dot for {}", ty.name()));
         for n in lengths(ty) {
             for extreme in [false, true] {
@@ -277,13 +285,13 @@ fn batch_order_dots_equal_scalar_bit_for_bit() {
     }
 }
 
-/// The repacked rows-of-8 orders (`quant::row_chain`: Q4_0, IQ4_NL): this machine's kernels
-/// (single- and multi-row) equal the scalar chain reference bit for bit.
+/// The repacked rows-of-8 orders (`quant::row_chain`: Q4_0, IQ4_NL, MXFP4): this machine's
+/// kernels (single- and multi-row) equal the scalar chain reference bit for bit.
 #[test]
 fn row_chain_dots_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(79);
-    for ty in [Q4_0, IQ4_NL] {
+    for ty in [Q4_0, IQ4_NL, MXFP4] {
         let reference = scalar::dot_chain(ty).unwrap_or_else(|| panic!("no scalar chain dot for {}", ty.name()));
         if let Some((f, rows, _)) = super::chain_kernels(ty) {
             equal_bit_for_bit(ty, reference, f, rows, &mut rng);
@@ -490,6 +498,16 @@ fn golden_q5_k_and_iq4() {
     b[2..18].fill(0xF0);
     let y = deq(GgmlType::IQ4_NL, &b, 32);
     assert!(y[..16].iter().all(|&v| v == -63.5) && y[16..].iter().all(|&v| v == 56.5));
+    // MXFP4: e = 128 → scale 1 (2^(e-128)); code 0 → 0, code 15 → -12, code 7 → 12
+    let mut b = vec![0u8; 17];
+    b[0] = 128;
+    b[1..17].fill(0xF0);
+    b[1] = 0x07;
+    let y = deq(GgmlType::MXFP4, &b, 32);
+    assert!(y[0] == 12.0 && y[16] == 0.0 && y[1..16].iter().all(|&v| v == 0.0) && y[17..].iter().all(|&v| v == -12.0));
+    // E8M0 corners: denormal 2^-128 and 2^-127, the largest 2^127
+    use super::scalar_k::e8m0_half;
+    assert_eq!((e8m0_half(0), e8m0_half(1), e8m0_half(255)), (2f32.powi(-128), 2f32.powi(-127), 2f32.powi(126) * 2.0));
     // IQ4_XS: sub-block ib scale = ib (scales_l nibbles, scales_h 0b10 each → +32) - 32 + 32.
     let mut b = vec![0u8; 136];
     b[0..2].copy_from_slice(&f16b(1.0));

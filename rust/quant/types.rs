@@ -150,7 +150,7 @@ impl GgmlType {
             IQ1_M => (256, 56),
             TQ1_0 => (256, 54),
             TQ2_0 => (256, 66),
-            MXFP4 => (32, 17),
+            MXFP4 => (QK, MXFP4_BYTES),
         }
     }
 
@@ -211,7 +211,7 @@ impl GgmlType {
         use GgmlType::*;
         matches!(
             self,
-            F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_NL | IQ4_XS
+            F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_NL | IQ4_XS | MXFP4
         )
     }
 }

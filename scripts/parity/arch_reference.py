@@ -28,7 +28,7 @@ import tiny_archs  # noqa: E402
 from tiny_reference import DECODE, PROMPT, digest, file_sha256, llama_cpp_logits  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "tiny_llamacpp_archs.json")
-TYPES = ["F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "BF16"]
+TYPES = ["F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "BF16", "MXFP4"]
 
 
 def next_logprobs(rows: np.ndarray, ids: list) -> list:

@@ -10,6 +10,7 @@ from typing import Any, Dict, List, Optional
 
 from ..tools.base import Constraint, Format, close_thinking
 from ..tools.formats import FORMATS, detect_format
+from ..tools.harmony import is_harmony
 from ..tools.reply import ReplyParser
 from ..tools.spec import Tool, ToolChoice, normalize_history, parse_tool_choice, parse_tools
 from .templates import ChatTemplate, TemplateError
@@ -63,11 +64,15 @@ class ChatPlan:
     thinking_open: bool = False
 
     def gen_kwargs(self) -> Dict[str, Any]:
-        """Engine parameters that enforce the tool-call grammar."""
+        """Engine parameters that enforce the tool-call grammar (and render the format's
+        markup tokens in the text, where it has some)."""
+        kw: Dict[str, Any] = {}
+        if self.format is not None and self.format.preserved:
+            kw["preserved_tokens"] = list(self.format.preserved)
         c = self.constraint
         if c is None:
-            return {}
-        kw: Dict[str, Any] = {"grammar": c.lark} if c.lark else {"json_schema": c.json_schema}
+            return kw
+        kw.update({"grammar": c.lark} if c.lark else {"json_schema": c.json_schema})
         if c.triggers:
             kw["grammar_triggers"] = list(c.triggers)
         return kw
@@ -177,6 +182,8 @@ def plan_chat(
     msgs = normalize_history(_as_dicts(messages))
     caps = capabilities(template)
     fmt = detect_format(template.source) if choice.mode != "none" else None
+    if fmt is None and is_harmony(template.source):
+        fmt = FORMATS["gpt-oss"]  # harmony replies are split by channel with or without tools
     if choice.mode != "none" and fmt is not None and not caps.tools and fmt is not FORMATS["generic"]:
         fmt = FORMATS["generic"]  # the template cannot show the tools: use the generic format
     after_results = bool(msgs) and msgs[-1].get("role") == "tool"
@@ -196,7 +203,7 @@ def plan_chat(
     if fmt is FORMATS["generic"] and choice.mode == "auto" and after_results:
         constraint = FORMATS["generic"].answer()  # (see Generic: the loop ends in content)
     else:
-        constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None else None
+        constraint = fmt.constraint(tl, choice, parallel_tool_calls) if fmt is not None and tl and choice.mode != "none" else None
     if constraint is not None and thinking_open:
         constraint = close_thinking(constraint, fmt.reasoning[1])
     return ChatPlan(prompt, fmt, choice, tl, constraint, reasoning_format, thinking_open, parse)

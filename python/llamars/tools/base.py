@@ -120,6 +120,11 @@ class Format:
     markers: Tuple[str, ...] = ()  # text that starts the tool-call part of an output
     held: Tuple[str, ...] = ()  # other markup kept out of the content (held while partial)
     reasoning: Tuple[str, str] = ("<think>", "</think>")
+    #: the whole reply is split by the format (`parse_channels`: reasoning too), not by
+    #: reasoning tags (harmony)
+    channels = False
+    #: control tokens the format's markup uses: rendered in the generated text
+    preserved: Tuple[str, ...] = ()
 
     def constraint(self, tools: List[Tool], choice: ToolChoice, parallel: bool) -> Constraint:
         raise NotImplementedError
@@ -129,6 +134,9 @@ class Format:
 
     def strip_content(self, text: str) -> str:
         return text
+
+    def parse_channels(self, text: str, partial: bool) -> Tuple[Optional[str], Parsed]:
+        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"<tool format {self.name}>"

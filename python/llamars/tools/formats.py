@@ -11,6 +11,7 @@ the output, complete or still growing, back into text and calls.
 | functionary   | `>>>all`                                    | `NAME\\n{args}` … `>>>NAME\\n{args}`; `all\\n` text  |
 | deepseek-r1   | `<｜tool▁calls▁begin｜>`                      | `<｜tool▁call▁begin｜>function<｜tool▁sep｜>NAME` + json |
 | command-r7b   | `<|START_ACTION|>`                          | `<|START_ACTION|>[{"tool_name", "parameters"}]…`   |
+| gpt-oss       | `<|channel|>` (harmony, `harmony.py`)       | `<|channel|>commentary to=functions.NAME …<|message|>{args}` |
 | generic       | anything else                               | `{"tool_call": {…}}` / `{"tool_calls": […]}` / `{"response": "…"}` |
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import re
 from typing import List
 
 from .base import Call, Constraint, Format, Parsed, _call_at, _call_start, _hold, _json_rule, _one_of
+from .harmony import Harmony, is_harmony
 from .jsonscan import object_fields, partial_string, skip_ws, value_end
 from .spec import Tool
 
@@ -316,12 +318,14 @@ class Functionary(Format):
         return Parsed("".join(content), calls)
 
 
-FORMATS = {f.name: f for f in (Generic(), Hermes(), Llama3(), MistralNemo(), Functionary(), DeepSeekR1(), CommandR7B())}
+FORMATS = {f.name: f for f in (Generic(), Hermes(), Llama3(), MistralNemo(), Functionary(), DeepSeekR1(), CommandR7B(), Harmony())}
 
 
 def detect_format(source: str) -> Format:
     """The tool-call format a chat template's source speaks (llama.cpp's detection)."""
     s = source or ""
+    if is_harmony(s):
+        return FORMATS["gpt-oss"]
     if "<|START_ACTION|>" in s and "<|START_THINKING|>" in s:
         return FORMATS["command-r7b"]
     if "<｜tool▁calls▁begin｜>" in s:

@@ -76,6 +76,13 @@ class ReplyParser:
         return body[:k].strip(), body[k + len(self.close) :].lstrip()
 
     def _parse(self, partial: bool) -> Tuple[Optional[str], Parsed]:
+        if self.fmt is not None and self.fmt.channels:
+            reasoning, p = self.fmt.parse_channels(self.text, partial)
+            if not self.split and reasoning:
+                # reasoning_format none: the thinking stays in the content, ahead of it
+                p.content = reasoning + ("\n" + p.content if p.content else "")
+                reasoning = None
+            return reasoning, p
         reasoning, rest = self._split_reasoning(self.text, partial)
         p = Parsed(rest) if self.fmt is None else self.fmt.parse(rest, partial)
         if self.fmt is not None:

@@ -46,6 +46,7 @@ pub fn quant_name(ty: GgmlType) -> Option<&'static str> {
         Q6_K => "q6_k",
         IQ4_NL => "iq4_nl",
         IQ4_XS => "iq4_xs",
+        MXFP4 => "mxfp4",
         _ => return None,
     })
 }

@@ -202,6 +202,19 @@ fn dq4_iq4_nl(rb: u32, k: u32) -> vec4<f32> {
     return ld_f16(bo) * iq4_lut(nib4(bo + 2u + (j % 16u), j >= 16u));
 }
 
+var<private> KV_MXFP4: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
+
+// MXFP4: e (E8M0, the scale 2^(e-128), ggml_e8m0_to_fp32_half), qs[16] (nibbles index
+// E2M1's values doubled).
+fn dq4_mxfp4(rb: u32, k: u32) -> vec4<f32> {
+    let bo = rb + (k / 32u) * 17u;
+    let j = k % 32u;
+    let e = ld_u8(bo);
+    let d = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
+    let q = nib4(bo + 1u + (j % 16u), j >= 16u);
+    return d * vec4<f32>(KV_MXFP4[q.x], KV_MXFP4[q.y], KV_MXFP4[q.z], KV_MXFP4[q.w]);
+}
+
 // IQ4_XS (256): d f16, scales_h u16, scales_l[4], qs[128].
 fn dq4_iq4_xs(rb: u32, k: u32) -> vec4<f32> {
     let bo = rb + (k / 256u) * 136u;

@@ -78,7 +78,7 @@ fn rules_of(kind: &str) -> Result<Vec<Rule>, &'static str> {
         "viking" => vec![run(Lead::OptSpace, NotBloomStop, 1, usize::MAX), one(Number)],
         "tekken" => return Err("tekken"),
         "chameleon" => return Err("chameleon"),
-        "gpt-4o" => return Err("gpt-4o"),
+        "gpt-4o" => vec![Rule::Gpt4o],
         "superbpe" => return Err("superbpe"),
         "kimi-k2" => return Err("kimi-k2"),
         "afmoe" => return Err("afmoe"),

@@ -126,6 +126,12 @@ pub enum Rule {
     /// deepseek-v3's `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
     /// ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
     Deepseek3,
+    /// GPT-4o / o200k (gpt-oss), as llama.cpp's regex runs it:
+    /// `[^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
+    /// \s*[\r\n]+|\s+(?!\S)|\s+` with U a letter not in a-z, L a letter not in A-Z (a letter
+    /// outside ASCII is both) and C a contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`,
+    /// any case).
+    Gpt4o,
 }
 
 /// A chunk of `Cps` being matched: positions at or past `end` are outside it.
@@ -212,6 +218,7 @@ impl Rule {
             Rule::Llama3 { digits, marks, nl_tail } => Some(llama3(&v, p, digits, marks, nl_tail)),
             Rule::Run { lead, class, min, max } => run_rule(&v, p, lead, class, min, max),
             Rule::Deepseek3 => deepseek3(&v, p),
+            Rule::Gpt4o => Some(gpt4o(&v, p)),
             Rule::TrailingWhite => {
                 let q = v.run(p, |i| v.is(i, SPACE));
                 return if q == p {
@@ -337,4 +344,45 @@ fn deepseek3(v: &View, p: usize) -> Option<usize> {
         return Some(v.run(q, |i| v.is_crlf(i)));
     }
     v.white_tail(p, true)
+}
+
+/// The GPT-4o (o200k) pattern, one match (see [`Rule::Gpt4o`]): a backtracking regex engine's
+/// first alternative that matches, with its greedy choices.
+fn gpt4o(v: &View, p: usize) -> usize {
+    let letter = |i: usize| v.is(i, LETTER);
+    let upper = |i: usize| letter(i) && !v.c(i).is_some_and(|c| c.is_ascii_lowercase());
+    let lower = |i: usize| letter(i) && !v.c(i).is_some_and(|c| c.is_ascii_uppercase());
+    // [^\r\n\p{L}\p{N}]? then a letter: the optional lead is taken whenever a letter follows
+    let q = if letter(p) {
+        Some(p)
+    } else if !v.is_crlf(p) && !v.is(p, NUMBER) && v.c(p).is_some() && letter(p + 1) {
+        Some(p + 1)
+    } else {
+        None
+    };
+    if let Some(q) = q {
+        let u_end = v.run(q, upper);
+        // U*L+: the longest U* after which an L+ starts (U* backtracks one at a time)
+        let word_end = (q..=u_end).rev().find(|&k| lower(k)).map(|k| v.run(k, lower)).unwrap_or(
+            // U+L*: q is a letter, so when no L follows any U prefix, q is in U
+            v.run(u_end, lower),
+        );
+        return v.contraction(word_end, true).unwrap_or(word_end);
+    }
+    // \p{N}{1,3}
+    if v.is(p, NUMBER) {
+        let mut e = p;
+        while e - p < 3 && v.is(e, NUMBER) {
+            e += 1;
+        }
+        return e;
+    }
+    // ' ?[^\s\p{L}\p{N}]+[\r\n/]*'
+    let s = if v.c(p) == Some(' ') { p + 1 } else { p };
+    let other = |i: usize| v.f(i).is_some_and(|f| f & (SPACE | LETTER | NUMBER) == 0);
+    if other(s) {
+        let e = v.run(s, other);
+        return v.run(e, |i| v.is_crlf(i) || v.c(i) == Some('/'));
+    }
+    v.white_tail(p, true).unwrap_or(p + 1)
 }
