@@ -13,6 +13,11 @@
     #   qwen3-30b-a3b qwen3moe, 48 layers, embd 2048, 32/4 heads of 128, q/k norms, 128
     #                 experts of ff 768 with 8 per token, vocab 151936, untied (use --layers:
     #                 each layer is ~350 MB)
+
+    # gpt-oss-20b's shapes: 24 layers, embd 2880, 64/8 heads of 64, sinks, every other layer
+    # local (window 128), 32 experts of ff 2880 with 4 per token, MXFP4 experts, the other
+    # matrices Q8_0, vocab 201088, YaRN (factor 32 over 4096); ~440 MB a layer
+    python benchmarks/make_bench_model.py gpt-oss OUT.gguf [--layers N]
     python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.2-1b.gguf --preset llama-3.2-1b
     python benchmarks/make_bench_model.py llama /tmp/bm/qwen2.5-1.5b.gguf --preset qwen2.5-1.5b
     python benchmarks/make_bench_model.py llama /tmp/bm/llama-3.1-8b.gguf --preset llama-3.1-8b [--layers 4]
@@ -53,6 +58,7 @@ _BLOCKS = {
     12: (256, 144, ((0, 2e-5), (2, 1.5e-4))),  # Q4_K
     13: (256, 176, ((0, 1e-5), (2, 1.5e-4))),  # Q5_K
     14: (256, 210, ((208, 1e-5),)),  # Q6_K
+    39: (32, 17, ()),  # MXFP4 (its E8M0 scale byte is set in fill)
 }
 
 
@@ -72,6 +78,8 @@ def fill(buf: np.ndarray, ggml_type: int, n_elems: int, rng: np.random.Generator
     blocks[:] = rng.integers(0, 256, size=blocks.shape, dtype=np.uint8)
     for at, val in fields:
         blocks[:, at : at + 2] = np.full(len(blocks), val, np.float16).view(np.uint8).reshape(-1, 2)
+    if ggml_type == 39:
+        blocks[:, 0] = 121  # 2^-7: codes up to ±12 give weights up to ~0.09
 
 
 # Real models' shapes (with --layers and the other shape flags still overriding);
@@ -260,6 +268,69 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
           f"Q4_K_M mix ({n_q6} Q6_K tensors), {os.path.getsize(out) / 2**20:.0f} MiB")
 
 
+def write_gpt_oss(out: str, n_layer: int, seed: int) -> None:
+    """A model with gpt-oss-20b's shapes and tensors (MXFP4 experts, Q8_0 elsewhere)."""
+    import tiny_models as tm
+    from gguf import GGUFValueType as VT
+
+    e, n_head, n_kv, hd, n_exp, n_used, ff, nv = 2880, 64, 8, 64, 32, 4, 2880, 201088
+    tokens, scores, types, ids = tm.spm_vocab()
+    while len(tokens) < nv:
+        tokens.append(f"\u2581w{len(tokens)}")
+        scores.append(-1000.0 - len(tokens) * 0.001)
+        types.append(1)
+    a = "gpt-oss"
+    kvs = [
+        tm.KV("general.architecture", VT.STRING, a),
+        tm.KV("general.name", VT.STRING, f"bench-gpt-oss-20b-{n_layer}-layers"),
+        tm.KV("general.file_type", VT.UINT32, 38),  # LLAMA_FTYPE_MOSTLY_MXFP4_MOE
+        tm.KV(f"{a}.context_length", VT.UINT32, 131072),
+        tm.KV(f"{a}.embedding_length", VT.UINT32, e),
+        tm.KV(f"{a}.block_count", VT.UINT32, n_layer),
+        tm.KV(f"{a}.feed_forward_length", VT.UINT32, ff),
+        tm.KV(f"{a}.attention.head_count", VT.UINT32, n_head),
+        tm.KV(f"{a}.attention.head_count_kv", VT.UINT32, n_kv),
+        tm.KV(f"{a}.attention.key_length", VT.UINT32, hd),
+        tm.KV(f"{a}.attention.value_length", VT.UINT32, hd),
+        tm.KV(f"{a}.rope.dimension_count", VT.UINT32, hd),
+        tm.KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, 1e-5),
+        tm.KV(f"{a}.attention.sliding_window", VT.UINT32, 128),
+        tm.KV(f"{a}.rope.freq_base", VT.FLOAT32, 150000.0),
+        tm.KV(f"{a}.rope.scaling.type", VT.STRING, "yarn"),
+        tm.KV(f"{a}.rope.scaling.factor", VT.FLOAT32, 32.0),
+        tm.KV(f"{a}.rope.scaling.original_context_length", VT.UINT32, 4096),
+        tm.KV(f"{a}.expert_count", VT.UINT32, n_exp),
+        tm.KV(f"{a}.expert_used_count", VT.UINT32, n_used),
+        tm.KV(f"{a}.expert_feed_forward_length", VT.UINT32, ff),
+        tm.KV("tokenizer.ggml.model", VT.STRING, "llama"),
+        tm.KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
+        tm.KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
+        tm.KV("tokenizer.ggml.token_type", VT.ARRAY, tm.Arr(VT.INT32, types)),
+        tm.KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
+        tm.KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
+    ]
+    Q8, MX, F32 = 8, 39, 0
+    specs = [("token_embd.weight", Q8, [e, nv], "weight"), ("output_norm.weight", F32, [e], "norm"), ("output.weight", Q8, [e, nv], "weight")]
+    for il in range(n_layer):
+        b = f"blk.{il}."
+        specs += [
+            (b + "attn_norm.weight", F32, [e], "norm"),
+            (b + "attn_q.weight", Q8, [e, n_head * hd], "weight"), (b + "attn_q.bias", F32, [n_head * hd], "weight"),
+            (b + "attn_k.weight", Q8, [e, n_kv * hd], "weight"), (b + "attn_k.bias", F32, [n_kv * hd], "weight"),
+            (b + "attn_v.weight", Q8, [e, n_kv * hd], "weight"), (b + "attn_v.bias", F32, [n_kv * hd], "weight"),
+            (b + "attn_output.weight", Q8, [n_head * hd, e], "weight"), (b + "attn_output.bias", F32, [e], "weight"),
+            (b + "attn_sinks.weight", F32, [n_head], "weight"),
+            (b + "post_attention_norm.weight", F32, [e], "norm"),
+            (b + "ffn_gate_inp.weight", F32, [e, n_exp], "weight"), (b + "ffn_gate_inp.bias", F32, [n_exp], "weight"),
+            (b + "ffn_gate_exps.weight", MX, [e, ff, n_exp], "weight"), (b + "ffn_gate_exps.bias", F32, [ff, n_exp], "weight"),
+            (b + "ffn_up_exps.weight", MX, [e, ff, n_exp], "weight"), (b + "ffn_up_exps.bias", F32, [ff, n_exp], "weight"),
+            (b + "ffn_down_exps.weight", MX, [ff, e, n_exp], "weight"), (b + "ffn_down_exps.bias", F32, [e, n_exp], "weight"),
+        ]
+    write_streaming(out, kvs, specs, np.random.default_rng(seed))
+    n_params = sum(int(np.prod(d)) for _, _, d, _ in specs)
+    print(f"wrote {out}: gpt-oss, {n_layer} layers, {n_params / 1e9:.2f}B parameters, MXFP4 experts, {os.path.getsize(out) / 2**20:.0f} MiB")
+
+
 def write_header(model: str, out: str) -> None:
     from gguf import GGUFReader
 
@@ -310,6 +381,10 @@ def main() -> int:
     a.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                    help="no output.weight: the output reuses token_embd.weight (then Q6_K)")
     a.add_argument("--seed", type=int, default=0)
+    go = sub.add_parser("gpt-oss", help="gpt-oss-20b's shapes: MXFP4 experts, Q8_0 elsewhere")
+    go.add_argument("out")
+    go.add_argument("--layers", type=int, default=24)
+    go.add_argument("--seed", type=int, default=0)
     h = sub.add_parser("header")
     h.add_argument("model")
     h.add_argument("out")
@@ -330,6 +405,8 @@ def main() -> int:
         if args.layers is not None and args.preset:
             cfg["name"] += f"-{args.layers}-layers"
         write_llama(args.out, cfg, args.seed)
+    elif args.cmd == "gpt-oss":
+        write_gpt_oss(args.out, args.layers, args.seed)
     elif args.cmd == "header":
         write_header(args.model, args.out)
     else:

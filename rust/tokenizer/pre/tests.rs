@@ -140,14 +140,27 @@ fn preset_switches_follow_llama_cpp() {
     assert!(PreConfig::from_name("megrez").clean_spaces);
     assert!(PreConfig::from_name("glm4").no_default_bos);
     assert_eq!(PreConfig::from_name("tekken").rules, Err("tekken"));
-    assert_eq!(PreConfig::from_name("gpt-4o").rules, Err("gpt-4o"));
+    assert_eq!(PreConfig::from_name("kimi-k2").rules, Err("kimi-k2"));
+    assert_eq!(PreConfig::from_name("gpt-4o").rules, Ok(vec![Rule::Gpt4o]));
+    assert!(!PreConfig::from_name("llama4").clean_spaces);
+}
+
+#[test]
+fn gpt4o_case_runs_and_contractions() {
+    // U*L+ (a capital then lower case), U+L* (all capitals), non-ASCII letters in both
+    // classes, contractions in any case, digits in threes, punctuation with its '/' tail
+    assert_eq!(words("gpt-4o", "Hello WORLD ÄÖü aBc"), ["Hello", " WORLD", " ÄÖü", " a", "Bc"]);
+    assert_eq!(words("gpt-4o", "it's I'M can't"), ["it's", " I'M", " can't"]);
+    assert_eq!(words("gpt-4o", "x/y\n/z 12345"), ["x", "/y", "\n", "/z", " ", "123", "45"]);
+    assert_eq!(words("gpt-4o", "HELLOworld Ñandú"), ["HELLOworld", " Ñandú"]);
+    assert_eq!(words("gpt-4o", "a, b.//\n\n  c"), ["a", ",", " b", ".//\n\n", " ", " c"]);
 }
 
 #[test]
 fn long_inputs_are_linear() {
     // a whitespace run is the worst case for `\s+$` and `\s+(?!\S)`
     let text = format!("{}x{}", " ".repeat(200_000), "\n ".repeat(50_000));
-    for pre in ["default", "qwen2", "llama3", "deepseek-llm", "deepseek-v3", "bloom"] {
+    for pre in ["default", "qwen2", "llama3", "deepseek-llm", "deepseek-v3", "bloom", "gpt-4o"] {
         let t = std::time::Instant::now();
         let w = words(pre, &text);
         assert!(!w.is_empty());
