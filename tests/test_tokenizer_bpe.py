@@ -185,6 +185,9 @@ _U, _L = r"((?=[\p{L}])([^a-z]))", r"((?=[\p{L}])([^A-Z]))"
 _C = r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
 GPT4O = (rf"[^\r\n\p{{L}}\p{{N}}]?{_U}*{_L}+{_C}|[^\r\n\p{{L}}\p{{N}}]?{_U}+{_L}*{_C}|\p{{N}}{{1,3}}"
          r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# Tekken (Mistral NeMo, Ministral): the same without contractions, digits one by one
+TEKKEN = (rf"[^\r\n\p{{L}}\p{{N}}]?{_U}*{_L}+|[^\r\n\p{{L}}\p{{N}}]?{_U}+{_L}*|\p{{N}}"
+          r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 DS_LETTERS = [(0x41, 0x5A), (0x61, 0x7A), (0xB5, 0xB5), (0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x1BA), (0x1BC, 0x1BF),
               (0x1C4, 0x293), (0x295, 0x2AF), (0x370, 0x373), (0x376, 0x377), (0x37B, 0x37D), (0x37F, 0x37F),
               (0x386, 0x386), (0x388, 0x38A), (0x38C, 0x38C), (0x38E, 0x3A1), (0x3A3, 0x3F5), (0x3F7, 0x481),
@@ -220,8 +223,9 @@ PRESETS = {
                     r"| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     "bloom": [r" ?[^(\s|.,!?\u2026\u3002\uff0c\u3001\u0964\u06d4\u060c)]+"],
     "gpt-4o": [GPT4O],
+    "tekken": [TEKKEN],
 }
-IGNORE_MERGES = {"llama-bpe"}
+IGNORE_MERGES = {"llama-bpe", "tekken"}
 
 
 def pre_split(pre: str, text: str) -> list:

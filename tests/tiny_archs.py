@@ -2,7 +2,7 @@
 those): mixture-of-experts decoders (qwen3moe, qwen2moe with its gated shared expert,
 Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert), Granite's dense
 model with its multipliers, Gemma 2 (soft-capping, alternating local layers), OLMo 2 / 3,
-EXAONE 4, SmolLM3, GLM-4, Qwen 3 with YaRN RoPE, and gpt-oss (sinks, biased experts with
+EXAONE 4, SmolLM3, GLM-4, Qwen 3 with YaRN RoPE, Ministral 3, Command R7B, and gpt-oss (sinks, biased experts with
 the clamped SwiGLU, MXFP4 among the types). Random weights of any tensor type, tensor names and
 metadata keys as llama.cpp reads them, the same small SentencePiece vocabulary.
 
@@ -61,6 +61,9 @@ class ArchSpec:
     #: gpt-oss: attention sinks, an output-projection bias, biased router and experts, and
     #: the FFN's input norm named post_attention_norm
     gpt_oss: bool = False
+    #: Cohere 2: one LayerNorm (weight only, attention.layer_norm_epsilon) before attention
+    #: and FFN in parallel, no ffn_norm
+    parallel: bool = False
 
 
 SPECS: Dict[str, ArchSpec] = {
@@ -89,6 +92,13 @@ SPECS: Dict[str, ArchSpec] = {
     # extrapolated angles and the magnitude factor
     "qwen3-yarn": ArchSpec("qwen3", qk_norm="head", rope_base=1e6, eps=1e-6,
                            extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 4.0), ("rope.scaling.original_context_length", 32))),
+    # Ministral 3: YaRN with its own betas and log multiplier, and the attention temperature
+    # stepping every 8 positions (the original context)
+    "mistral3": ArchSpec("mistral3", rope_base=1e6, extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 4.0),
+                                                           ("rope.scaling.original_context_length", 8), ("rope.scaling.yarn_beta_fast", 16.0),
+                                                           ("rope.scaling.yarn_log_multiplier", 1.0), ("attention.temperature_scale", 0.5))),
+    # Command R7B: parallel blocks, 3 of 4 layers local (window 4) and rotated, logit scale
+    "cohere2": ArchSpec("cohere2", n_layer=4, tied=True, window=4, parallel=True, extra=(("logit_scale", 0.5), ("attention.layer_norm_epsilon", 1e-5))),
     # gpt-oss: every other layer local (window 4), sinks, YaRN as the real model has it
     "gpt-oss": ArchSpec("gpt-oss", n_layer=4, n_expert=8, n_used=4, n_ff_exp=256, qkv_bias=True, window=4, rope_base=150000.0,
                         gpt_oss=True, extra=(("rope.scaling.type", "yarn"), ("rope.scaling.factor", 32.0),
@@ -201,7 +211,7 @@ def model_tensors(key: str, wtype: str, seed: int = 0) -> List[Tensor]:
                    norm(p + "post_attention_norm.weight", e)]
         if s.post_norm:
             ts.append(norm(p + "post_attention_norm.weight", e))
-        if s.pre_norm and not s.gpt_oss:
+        if s.pre_norm and not s.gpt_oss and not s.parallel:
             ts.append(norm(p + "ffn_norm.weight", e))
         if not s.n_expert:
             if s.fused_up:

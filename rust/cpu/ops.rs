@@ -19,19 +19,29 @@ pub fn rms_norm_to(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     rms_norm(out, w, eps);
 }
 
-/// y = (x - mean) / sqrt(var + eps) * w + b   (ggml_norm, sums in f64, then ggml_mul
-/// and ggml_add)
-pub fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
-    let n = x.len() as f64;
-    let mean = (x.iter().map(|&v| v as f64).sum::<f64>() / n) as f32;
+/// y = (x - mean) / sqrt(var + eps) * w + b, as ggml_norm computes it (its AVX-512
+/// build): the sum in f64 rounded to f32 before the division by n, the squared deviations
+/// in f32 summed 16 at a time (`_mm512_reduce_add_ps`) into an f64 total, then ggml_mul and,
+/// with a bias, ggml_add.
+pub fn layer_norm(x: &mut [f32], w: &[f32], b: Option<&[f32]>, eps: f32) {
+    use crate::quant::scalar::reduce16;
+    let n = x.len();
+    let mean = (x.iter().map(|&v| v as f64).sum::<f64>() as f32) / n as f32;
+    x.iter_mut().for_each(|v| *v -= mean);
+    let vec = n - n % 16;
     let mut sum2 = 0f64;
-    for v in x.iter_mut() {
-        *v -= mean;
-        sum2 += (*v as f64) * (*v as f64);
+    for c in x[..vec].chunks_exact(16) {
+        let sq: [f32; 16] = core::array::from_fn(|k| c[k] * c[k]);
+        sum2 += reduce16(&sq) as f64;
     }
-    let scale = 1.0 / ((sum2 / n) as f32 + eps).sqrt();
-    for ((v, &wi), &bi) in x.iter_mut().zip(w).zip(b) {
-        *v = *v * scale * wi + bi;
+    for &v in &x[vec..] {
+        sum2 += (v * v) as f64;
+    }
+    let var = (sum2 / n as f64) as f32;
+    let scale = 1.0 / (var + eps).sqrt();
+    match b {
+        Some(b) => x.iter_mut().zip(w).zip(b).for_each(|((v, &wi), &bi)| *v = *v * scale * wi + bi),
+        None => x.iter_mut().zip(w).for_each(|(v, &wi)| *v = *v * scale * wi),
     }
 }
 

@@ -87,6 +87,9 @@ impl Offload {
             progress(il + 1 - first, n_offloaded);
         }
         let (m_norm, m_out) = m.lm_head()?;
+        let crate::model::Norm::Rms(m_norm) = m_norm else {
+            return Err(Error::NotSupported("a LayerNorm output norm does not run on the GPU yet".into()));
+        };
         let output = up_w(g, "output", m_out, 0, m_out.n_out)?;
         let out_norm = up_vec(g, "output_norm", m_norm)?;
         progress(n_offloaded, n_offloaded);

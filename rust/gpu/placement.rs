@@ -38,6 +38,12 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     if m.config.arch.is_encoder() {
         return Ok((None, format!("{} is an encoder: GPU offload covers decoder models; running on the CPU", m.config.arch.name())));
     }
+    if m.lm_head().is_ok_and(|(n, _)| matches!(n, crate::model::Norm::Layer { .. })) {
+        return Ok((None, format!("{} normalises with LayerNorm, which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
+    }
+    if m.config.attn_temp.is_some() {
+        return Ok((None, format!("{} scales attention by position (temperature), which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
+    }
     if m.config.attn_softcap > 0.0 {
         return Ok((None, format!("{} soft-caps attention scores, which GPU offload does not cover yet (WGSL's tanh is not libm's); running on the CPU", m.config.arch.name())));
     }

@@ -123,6 +123,9 @@ impl Offload {
                         };
                         ops.push(op_ew(g, act, &b[Slot::Gate], &b[Slot::Up], &b[Slot::Gelu], width, false, s)?);
                     }
+                    (Step::AttnTemp, _) => {
+                        return Err(Error::NotSupported(format!("blk.{il}: the attention temperature does not run on the GPU yet")))
+                    }
                     (Step::Moe { .. } | Step::SigmoidGate { .. }, _) => {
                         return Err(Error::NotSupported(format!("blk.{il}: mixture-of-experts layers do not run on the GPU yet")))
                     }

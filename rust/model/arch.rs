@@ -2,7 +2,7 @@
 //! `load_arch_hparams` per model file): sliding-window patterns, RoPE bases and which layers
 //! rotate, Q / KQ / embedding / residual / logit scales, soft-capping, activations, and the
 //! mixture-of-experts settings.
-use super::config::{key, Activation, Arch, Config, ExpertAct, Gating, MoeConfig};
+use super::config::{key, Activation, Arch, AttnTemp, Config, ExpertAct, Gating, MoeConfig};
 use crate::error::{Error, Result};
 use crate::gguf::Gguf;
 
@@ -105,6 +105,29 @@ impl Config {
                 self.rope_freq_scale_swa = self.rope_freq_scale;
                 self.kq_scale = 1.0 / (self.n_rot as f32).sqrt();
             }
+            Arch::Cohere2 => {
+                // every 4th layer global, only the local ones rotate; the window is required
+                if window == 0 {
+                    return Err(bad("attention.sliding_window", "is required for cohere2".into()));
+                }
+                self.sliding_window = window;
+                self.swa_layers = swa_pattern(g, a, n_layer, 4)?;
+                self.rope_layers = self.swa_layers.clone();
+                self.rope_base_swa = opt_f("rope.freq_base_swa").unwrap_or(self.rope_base);
+                self.rope_freq_scale_swa = self.rope_freq_scale;
+                // logits times logit_scale (required)
+                self.logit_scale = opt_f("logit_scale").ok_or_else(|| bad("logit_scale", "is required for cohere2".into()))?;
+            }
+            Arch::Mistral3 => {
+                // the temperature's floor is the original (pre-YaRN) context
+                if let Some(scale) = opt_f("attention.temperature_scale").filter(|&v| v != 0.0) {
+                    let floor = self.yarn.n_ctx_orig;
+                    if floor == 0 {
+                        return Err(bad("attention.temperature_scale", "needs an original context length (rope.scaling.original_context_length)".into()));
+                    }
+                    self.attn_temp = Some(AttnTemp { scale, floor: floor as f32 });
+                }
+            }
             // every 4th layer without RoPE (llama.cpp's n_no_rope_layer_step)
             Arch::Smollm3 => self.rope_layers = (0..n_layer).map(|il| (il + 1) % 4 != 0).collect(),
             Arch::Glm4 => {
@@ -176,8 +199,8 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
         }
         return Ok(None);
     }
-    if !moe_arch && arch != Arch::Llama {
-        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss and llama (Mixtral) models, not {a}")));
+    if !moe_arch && !matches!(arch, Arch::Llama | Arch::Mistral3) {
+        return Err(bad("expert_count", format!("= {n_expert}: llamars runs experts in qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, mistral3 and llama (Mixtral) models, not {a}")));
     }
     // llama.cpp: LLAMA_MAX_EXPERTS 512, 0 < n_expert_used <= n_expert
     if n_expert > 512 {
@@ -195,7 +218,8 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
     };
     let n_ff_shexp = match arch {
         Arch::Qwen2Moe => opt_u("expert_shared_feed_forward_length").filter(|&v| v > 0).unwrap_or(n_ff),
-        Arch::GraniteMoe | Arch::Llama => opt_u("expert_shared_feed_forward_length").unwrap_or(0),
+        // (llama.cpp's llama graph loads a shared expert only when Granite set its size)
+        Arch::GraniteMoe => opt_u("expert_shared_feed_forward_length").unwrap_or(0),
         _ => 0,
     };
     if n_ff_exp == 0 || n_ff_exp > 1 << 24 || n_ff_shexp > 1 << 24 {
@@ -209,7 +233,7 @@ pub(super) fn moe_config(g: &Gguf, arch: Arch, n_ff: usize, n_layer: usize) -> R
         // gpt-oss: the top k by logit, then a softmax over those k
         gating: if arch == Arch::GptOss { Gating::SoftmaxWeight } else { Gating::Softmax },
         // build_moe_ffn's norm_w as each architecture's graph passes it
-        norm_w: matches!(arch, Arch::Qwen3Moe | Arch::Llama | Arch::GraniteMoe),
+        norm_w: matches!(arch, Arch::Qwen3Moe | Arch::Llama | Arch::GraniteMoe | Arch::Mistral3),
         w_scale: 1.0,
         // llama.cpp's LLM_FFN_SWIGLU_OAI_MOE constants
         act: if arch == Arch::GptOss { ExpertAct::SwigluOai { alpha: 1.702, limit: 7.0 } } else { ExpertAct::Swiglu },

@@ -42,11 +42,17 @@ pub enum Arch {
     /// gpt-oss: attention sinks, every other layer local (window 128), biased experts with
     /// a clamped SwiGLU, softmax over the chosen experts' logits.
     GptOss,
+    /// Ministral 3 (Mistral 3): llama with YaRN and Llama 4's attention temperature
+    /// (Q scaled up with the position).
+    Mistral3,
+    /// Command R7B (Cohere 2): attention and FFN in parallel on one LayerNorm (no bias),
+    /// three local layers of four with RoPE on those only, a logit scale.
+    Cohere2,
 }
 
 pub const SUPPORTED_ARCHS: &[&str] = &[
     "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "exaone4", "smollm3", "glm4", "granite", "qwen3moe", "qwen2moe", "olmoe",
-    "granitemoe", "gpt-oss", "bert", "nomic-bert",
+    "granitemoe", "gpt-oss", "mistral3", "cohere2", "bert", "nomic-bert",
 ];
 
 impl Arch {
@@ -70,6 +76,8 @@ impl Arch {
             "smollm3" => Arch::Smollm3,
             "glm4" => Arch::Glm4,
             "gpt-oss" => Arch::GptOss,
+            "mistral3" => Arch::Mistral3,
+            "cohere2" => Arch::Cohere2,
             _ => return None,
         })
     }
@@ -94,6 +102,8 @@ impl Arch {
             Arch::Smollm3 => "smollm3",
             Arch::Glm4 => "glm4",
             Arch::GptOss => "gpt-oss",
+            Arch::Mistral3 => "mistral3",
+            Arch::Cohere2 => "cohere2",
         }
     }
 
@@ -148,6 +158,20 @@ pub struct MoeConfig {
 pub enum Activation {
     Silu,
     GeluTanh,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttnTemp {
+    pub scale: f32,
+    pub floor: f32,
+}
+
+impl AttnTemp {
+    /// The factor of the token at `pos`, as llama.cpp's `llm_graph_input_attn_temp` computes
+    /// it (the log and the sum in f64).
+    pub fn at(&self, pos: usize) -> f32 {
+        (((pos as f32 / self.floor).floor() as f64 + 1.0).ln() * self.scale as f64 + 1.0) as f32
+    }
 }
 
 /// ggml_rope_ext's YaRN inputs as llama.cpp's context derives them from the metadata.
@@ -209,6 +233,9 @@ pub struct Config {
     pub yarn: Yarn,
     /// Local layers rotate without YaRN or frequency scaling (OLMo 3).
     pub swa_plain_rope: bool,
+    /// Llama 4's attention temperature (Mistral 3): after RoPE, Q of the token at `pos` is
+    /// multiplied by `ln(floor(pos / floor) + 1) · scale + 1`.
+    pub attn_temp: Option<AttnTemp>,
     /// Logits are multiplied by this (Granite: 1 / logit_scale).
     pub logit_scale: f32,
     /// Soft-capping (`cap · tanh(x / cap)`) of attention scores and of the final logits
@@ -294,18 +321,23 @@ impl Config {
         let yarn = match scaling {
             "none" | "linear" => Yarn { attn_factor: rope_attn_factor, ..Yarn::off(n_ctx_train) },
             "yarn" => {
-                // llama_context: attn_factor = get_mscale(factor, 1) (or the log-multiplier
-                // ratio) / (1 + 0.1 ln factor), which cancels rope_yarn's own magnitude term
-                // unless the model says otherwise; times rope.scaling.attn_factor
+                // llama_context: attn_factor = get_mscale(factor, 1) (or, with a
+                // yarn_log_multiplier, get_mscale(factor, 1) / get_mscale(factor, it)) over
+                // (1 + 0.1 ln factor), which cancels rope_yarn's own magnitude term unless the
+                // model says otherwise; times rope.scaling.attn_factor. Only Mistral 3 (of the
+                // architectures here) reads the log multiplier and the betas.
                 let f = 1.0 / rope_freq_scale;
                 let mscale = |m: f32| if f <= 1.0 { 1.0 } else { 0.1 * m * f.ln() + 1.0 };
-                // (the yarn_log_multiplier and beta keys are read by architectures llamars does
-                // not run yet: the defaults hold here)
+                let reads = arch == Arch::Mistral3;
+                let log_mul = if reads { opt_f("rope.scaling.yarn_log_multiplier").unwrap_or(0.0) } else { 0.0 };
+                let attn = if log_mul != 0.0 { mscale(1.0) / mscale(log_mul) } else { mscale(1.0) };
+                let off = Yarn::off(n_ctx_train);
                 Yarn {
                     ext_factor: 1.0,
-                    attn_factor: mscale(1.0) * (1.0 / (1.0 + 0.1 * f.ln())) * rope_attn_factor,
+                    attn_factor: attn * (1.0 / (1.0 + 0.1 * f.ln())) * rope_attn_factor,
+                    beta_fast: if reads { opt_f("rope.scaling.yarn_beta_fast").unwrap_or(off.beta_fast) } else { off.beta_fast },
+                    beta_slow: if reads { opt_f("rope.scaling.yarn_beta_slow").unwrap_or(off.beta_slow) } else { off.beta_slow },
                     n_ctx_orig: opt_u("rope.scaling.original_context_length").filter(|&v| v > 0).unwrap_or(n_ctx_train),
-                    ..Yarn::off(n_ctx_train)
                 }
             }
             other => {
@@ -338,7 +370,7 @@ impl Config {
             rope_base_swa: rope_base,
             rope_freq_scale_swa: rope_freq_scale,
             // llama.cpp's LLAMA_ROPE_TYPE_NORM architectures; the others rotate NeoX-style
-            rope_neox: !matches!(arch, Arch::Llama | Arch::Granite | Arch::GraniteMoe | Arch::Smollm3 | Arch::Glm4),
+            rope_neox: !matches!(arch, Arch::Llama | Arch::Granite | Arch::GraniteMoe | Arch::Smollm3 | Arch::Glm4 | Arch::Mistral3 | Arch::Cohere2),
             sliding_window: 0,
             swa_layers: vec![false; n_layer],
             q_scale: 1.0,
@@ -348,6 +380,7 @@ impl Config {
             logit_scale: 1.0,
             yarn,
             swa_plain_rope: false,
+            attn_temp: None,
             attn_softcap: 0.0,
             final_softcap: 0.0,
             rope_layers: vec![true; n_layer],

@@ -231,8 +231,10 @@ impl Model {
             if src != dst {
                 x.copy_within(src..src + e, dst);
             }
-            if let Some(w) = out_norm {
-                rms_norm(&mut x[dst..dst + e], w, c.rms_eps);
+            match out_norm {
+                Some(Norm::Rms(w)) => rms_norm(&mut x[dst..dst + e], w, c.rms_eps),
+                Some(Norm::Layer { w, b }) => layer_norm(&mut x[dst..dst + e], w, b.as_deref(), c.norm_eps),
+                None => {}
             }
         }
         probe("result_norm", None, &mut x[..nr * e]);
@@ -303,7 +305,7 @@ impl Model {
                 }
             }
             match &x.norm {
-                Some(Norm::Layer { w, b }) => layer_norm(row, w, b, c.norm_eps),
+                Some(Norm::Layer { w, b }) => layer_norm(row, w, b.as_deref(), c.norm_eps),
                 Some(Norm::Rms(w)) => rms_norm(row, w, c.rms_eps),
                 None => {}
             }
@@ -367,6 +369,15 @@ impl Model {
                     }
                 }
                 Step::Scale { buf, s, width } => st.buf(buf)[..n * width].iter_mut().for_each(|v| *v *= s),
+                Step::AttnTemp => {
+                    if let Some(t) = &c.attn_temp {
+                        let q = &mut st.bufs[Buf::Q as usize];
+                        for (row, qp) in q[..n * qd].chunks_exact_mut(qd).zip(&st.queries) {
+                            let f = t.at(qp.pos);
+                            row.iter_mut().for_each(|v| *v *= f);
+                        }
+                    }
+                }
                 Step::Attention { .. } if !c.causal => {
                     let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: c.attn_softcap, sinks: None };
                     let mut seqs = Vec::with_capacity(spans.len());

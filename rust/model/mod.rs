@@ -29,11 +29,11 @@ pub enum Qkv {
     Fused(Weight),
 }
 
-/// A normalisation: RMSNorm with a weight (decoders), or LayerNorm with weight and
-/// bias (encoders).
+/// A normalisation: RMSNorm with a weight (decoders), or LayerNorm with a weight and
+/// (encoders) a bias.
 pub enum Norm {
     Rms(Vec<f32>),
-    Layer { w: Vec<f32>, b: Vec<f32> },
+    Layer { w: Vec<f32>, b: Option<Vec<f32>> },
 }
 
 /// Where a block's normalisations sit: `pre` on its input (decoders), `post` on its
@@ -122,12 +122,23 @@ pub struct Moe {
     pub down_bias: Option<Vec<f32>>,
 }
 
+/// How a layer's two blocks are wired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topology {
+    /// attention, its residual add, then the FFN on the sum and its residual add
+    Sequential,
+    /// attention and FFN both on the attention block's normed input, x + ffn + attn
+    /// (Cohere 2)
+    Parallel,
+}
+
 /// One layer: an attention block and an FFN block, each with its norms and a residual add.
 pub struct Layer {
     pub attn_norms: Norms,
     pub attn: Attention,
     pub ffn_norms: Norms,
     pub ffn: Ffn,
+    pub topology: Topology,
 }
 
 /// What is added to the token embeddings before the first layer (BERT: absolute
@@ -149,7 +160,7 @@ pub struct Classifier {
 /// What follows the last layer: a decoder's final norm and vocabulary projection, or an
 /// encoder's hidden states as they are (and its classifier, if it has one).
 pub enum Head {
-    Lm { norm: Vec<f32>, output: Weight },
+    Lm { norm: Norm, output: Weight },
     Encoder { classifier: Option<Classifier> },
 }
 
@@ -176,7 +187,7 @@ impl Model {
         let tok_embd = ld.matrix("token_embd.weight", e, c.n_vocab)?;
         let layer_norm = |name: &str| -> Result<Option<Norm>> {
             match ld.opt_vector(&format!("{name}.weight"), e)? {
-                Some(w) => Ok(Some(Norm::Layer { w, b: ld.vector(&format!("{name}.bias"), e)? })),
+                Some(w) => Ok(Some(Norm::Layer { w, b: Some(ld.vector(&format!("{name}.bias"), e)?) })),
                 None => Ok(None),
             }
         };
@@ -202,7 +213,11 @@ impl Model {
             let classifier = if dense.is_some() || out.is_some() { Some(Classifier { dense, out }) } else { None };
             (inputs, Head::Encoder { classifier })
         } else {
-            let norm = ld.vector("output_norm.weight", e)?;
+            let norm = match c.arch {
+                // Cohere 2: LayerNorm without a bias
+                Arch::Cohere2 => Norm::Layer { w: ld.vector("output_norm.weight", e)?, b: None },
+                _ => Norm::Rms(ld.vector("output_norm.weight", e)?),
+            };
             let output = match ld.opt_matrix("output.weight", e, c.n_vocab)? {
                 Some(w) => w,
                 // tied: llama.cpp loads the table a second time for the output matmul
@@ -277,7 +292,10 @@ impl Model {
                         _ => Ok(Some(Norm::Rms(ld.vector(&n(name), e)?))),
                     }
                 };
-                if c.arch == Arch::GptOss {
+                if c.arch == Arch::Cohere2 {
+                    // one LayerNorm (no bias) feeds both blocks
+                    (Norms { pre: Some(Norm::Layer { w: ld.vector(&n("attn_norm"), e)?, b: None }), ..Default::default() }, Norms::default())
+                } else if c.arch == Arch::GptOss {
                     // gpt-oss names its FFN's input norm post_attention_norm
                     (Norms { pre: pre("attn_norm")?, ..Default::default() }, Norms { pre: pre("post_attention_norm")?, ..Default::default() })
                 } else {
@@ -306,6 +324,7 @@ impl Model {
                 },
                 ffn_norms,
                 ffn,
+                topology: if c.arch == Arch::Cohere2 { Topology::Parallel } else { Topology::Sequential },
             });
         }
         Ok(Model { gguf, config, tok_embd, inputs, head, rope_freqs, layers, gpu: None })
@@ -323,7 +342,7 @@ impl Model {
     }
 
     /// The final norm and output matrix of a decoder; an encoder has none.
-    pub fn lm_head(&self) -> Result<(&[f32], &Weight)> {
+    pub fn lm_head(&self) -> Result<(&Norm, &Weight)> {
         match &self.head {
             Head::Lm { norm, output } => Ok((norm, output)),
             Head::Encoder { .. } => Err(Error::NotSupported(format!(

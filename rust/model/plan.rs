@@ -2,7 +2,7 @@
 //! typed layer (`Layer`, `Qkv`, `Ffn`), walked by the CPU forward pass (`forward.rs`) and
 //! by the GPU offload (`gpu/offload.rs`, which also uploads the weights the steps name).
 //! What differs per backend is how a step runs, not which steps run.
-use super::{Activation, Ffn, Model, Moe, Norm, Norms, Qkv};
+use super::{Activation, Ffn, Model, Moe, Norm, Norms, Qkv, Topology};
 use crate::cpu::Weight;
 
 /// The activation buffers steps read and write, one row per token.
@@ -32,9 +32,9 @@ pub enum Step<'m> {
     /// `dst = RMSNorm(src) · w` over each of `groups` pieces of `width` values per token
     /// (`src == dst`: in place).
     Norm { src: Buf, dst: Buf, w: &'m [f32], width: usize, groups: usize, name: &'static str },
-    /// `dst = LayerNorm(src) · w + b` over each token's `width` values (`src == dst`: in
+    /// `dst = LayerNorm(src) · w (+ b)` over each token's `width` values (`src == dst`: in
     /// place).
-    LayerNorm { src: Buf, dst: Buf, w: &'m [f32], b: &'m [f32], width: usize, name: &'static str },
+    LayerNorm { src: Buf, dst: Buf, w: &'m [f32], b: Option<&'m [f32]>, width: usize, name: &'static str },
     /// `dst = W[lo..hi] · src`: rows `lo..hi` of `w` (all of it, or one part of a fused
     /// projection).
     MatMul { w: &'m Weight, lo: usize, hi: usize, src: Buf, dst: Buf, name: &'static str },
@@ -44,6 +44,8 @@ pub enum Step<'m> {
     Rope { swa: bool },
     /// `buf *= s` over `width` values per token.
     Scale { buf: Buf, s: f32, width: usize },
+    /// Q of each token times its attention temperature (`Config::attn_temp`).
+    AttnTemp,
     /// Store K and V in the layer's cache, then `Attn = softmax(Q·Kᵀ·scale) · V` over it
     /// (causal; a sliding window on SWA layers; per-head sink logits in the softmax).
     Attention { swa: bool, sinks: Option<&'m [f32]> },
@@ -67,7 +69,7 @@ pub enum Step<'m> {
 fn norm<'m>(n: &'m Norm, src: Buf, dst: Buf, e: usize, name: &'static str) -> Step<'m> {
     match n {
         Norm::Rms(w) => Step::Norm { src, dst, w, width: e, groups: 1, name },
-        Norm::Layer { w, b } => Step::LayerNorm { src, dst, w, b, width: e, name },
+        Norm::Layer { w, b } => Step::LayerNorm { src, dst, w, b: b.as_deref(), width: e, name },
     }
 }
 
@@ -139,6 +141,9 @@ impl Model {
         if c.has_rope(il) {
             s.push(Step::Rope { swa });
         }
+        if c.attn_temp.is_some() {
+            s.push(Step::AttnTemp);
+        }
         if c.q_scale != 1.0 {
             s.push(Step::Scale { buf: Q, s: c.q_scale, width: qd });
         }
@@ -150,6 +155,19 @@ impl Model {
             s.push(Step::AddBias { dst: O, b, name: "attn_output.bias" });
         }
         s.push(tap(O, e, "attn_o"));
+        if let (Topology::Parallel, Ffn::Gated { gate, up, down }) = (l.topology, &l.ffn) {
+            // the FFN reads the attention block's normed input too; its output replaces that
+            // input in H, then x + ffn + attn, in that order
+            s.push(Step::MatMul { w: gate, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
+            s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
+            s.push(Step::GatedAct { act: c.activation, width: f });
+            s.push(Step::MatMul { w: down, lo: 0, hi: e, src: Gate, dst: H, name: "ffn_down" });
+            s.push(tap(H, e, "ffn_out"));
+            s.push(Step::Residual { src: H });
+            s.push(Step::Residual { src: O });
+            s.push(tap(X, e, "l_out"));
+            return s;
+        }
         let rs = c.residual_scale;
         block_out(&mut s, &l.attn_norms, e, rs, ["post_attention_norm", "attn_post_norm", "sa_out", "attn_output_norm"]);
 

@@ -126,12 +126,12 @@ pub enum Rule {
     /// deepseek-v3's `[!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+|
     /// ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
     Deepseek3,
-    /// GPT-4o / o200k (gpt-oss), as llama.cpp's regex runs it:
-    /// `[^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|
-    /// \s*[\r\n]+|\s+(?!\S)|\s+` with U a letter not in a-z, L a letter not in A-Z (a letter
-    /// outside ASCII is both) and C a contraction (`'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d`,
-    /// any case).
-    Gpt4o,
+    /// GPT-4o / o200k (gpt-oss, Llama 4) and Tekken (Mistral NeMo, Ministral), as llama.cpp's
+    /// regexes run them: `[^\r\n\p{L}\p{N}]?U*L+C?|[^\r\n\p{L}\p{N}]?U+L*C?|\p{N}{1,digits}|
+    /// ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+` with U a letter not in a-z, L a
+    /// letter not in A-Z (a letter outside ASCII is both) and C, with `contractions`, one of
+    /// `'s`, `'t`, `'re`, `'ve`, `'m`, `'ll`, `'d` (any case).
+    CaseRuns { contractions: bool, digits: usize },
 }
 
 /// A chunk of `Cps` being matched: positions at or past `end` are outside it.
@@ -218,7 +218,7 @@ impl Rule {
             Rule::Llama3 { digits, marks, nl_tail } => Some(llama3(&v, p, digits, marks, nl_tail)),
             Rule::Run { lead, class, min, max } => run_rule(&v, p, lead, class, min, max),
             Rule::Deepseek3 => deepseek3(&v, p),
-            Rule::Gpt4o => Some(gpt4o(&v, p)),
+            Rule::CaseRuns { contractions, digits } => Some(case_runs(&v, p, contractions, digits)),
             Rule::TrailingWhite => {
                 let q = v.run(p, |i| v.is(i, SPACE));
                 return if q == p {
@@ -346,9 +346,9 @@ fn deepseek3(v: &View, p: usize) -> Option<usize> {
     v.white_tail(p, true)
 }
 
-/// The GPT-4o (o200k) pattern, one match (see [`Rule::Gpt4o`]): a backtracking regex engine's
-/// first alternative that matches, with its greedy choices.
-fn gpt4o(v: &View, p: usize) -> usize {
+/// The GPT-4o / Tekken pattern, one match (see [`Rule::CaseRuns`]): a backtracking regex
+/// engine's first alternative that matches, with its greedy choices.
+fn case_runs(v: &View, p: usize, contractions: bool, digits: usize) -> usize {
     let letter = |i: usize| v.is(i, LETTER);
     let upper = |i: usize| letter(i) && !v.c(i).is_some_and(|c| c.is_ascii_lowercase());
     let lower = |i: usize| letter(i) && !v.c(i).is_some_and(|c| c.is_ascii_uppercase());
@@ -367,12 +367,12 @@ fn gpt4o(v: &View, p: usize) -> usize {
             // U+L*: q is a letter, so when no L follows any U prefix, q is in U
             v.run(u_end, lower),
         );
-        return v.contraction(word_end, true).unwrap_or(word_end);
+        return if contractions { v.contraction(word_end, true).unwrap_or(word_end) } else { word_end };
     }
-    // \p{N}{1,3}
+    // \p{N}{1,digits}
     if v.is(p, NUMBER) {
         let mut e = p;
-        while e - p < 3 && v.is(e, NUMBER) {
+        while e - p < digits && v.is(e, NUMBER) {
             e += 1;
         }
         return e;

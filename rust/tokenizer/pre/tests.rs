@@ -139,9 +139,10 @@ fn preset_switches_follow_llama_cpp() {
     assert!(!q.clean_spaces && !q.ignore_merges && !q.add_bos);
     assert!(PreConfig::from_name("megrez").clean_spaces);
     assert!(PreConfig::from_name("glm4").no_default_bos);
-    assert_eq!(PreConfig::from_name("tekken").rules, Err("tekken"));
     assert_eq!(PreConfig::from_name("kimi-k2").rules, Err("kimi-k2"));
-    assert_eq!(PreConfig::from_name("gpt-4o").rules, Ok(vec![Rule::Gpt4o]));
+    assert_eq!(PreConfig::from_name("gpt-4o").rules, Ok(vec![Rule::CaseRuns { contractions: true, digits: 3 }]));
+    let t = PreConfig::from_name("tekken");
+    assert!(t.ignore_merges && t.add_bos && !t.clean_spaces);
     assert!(!PreConfig::from_name("llama4").clean_spaces);
 }
 
@@ -154,6 +155,8 @@ fn gpt4o_case_runs_and_contractions() {
     assert_eq!(words("gpt-4o", "x/y\n/z 12345"), ["x", "/y", "\n", "/z", " ", "123", "45"]);
     assert_eq!(words("gpt-4o", "HELLOworld Ñandú"), ["HELLOworld", " Ñandú"]);
     assert_eq!(words("gpt-4o", "a, b.//\n\n  c"), ["a", ",", " b", ".//\n\n", " ", " c"]);
+    // Tekken: the same case runs, no contractions, single digits
+    assert_eq!(words("tekken", "it's 123"), ["it", "'s", " ", "1", "2", "3"]);
 }
 
 #[test]
