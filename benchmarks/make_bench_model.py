@@ -178,6 +178,19 @@ def write_streaming(out: str, kvs, specs, rng: np.random.Generator, align: int =
     print(file=sys.stderr)
 
 
+def padded_vocab_kvs(n_vocab: int) -> list:
+    """The tiny SentencePiece vocabulary padded with filler words to `n_vocab` tokens (its
+    speed is no part of pp / tg), as tokenizer metadata."""
+    import tiny_models as tm
+
+    tokens, scores, types, ids = tm.spm_vocab()
+    while len(tokens) < n_vocab:
+        tokens.append(f"\u2581w{len(tokens)}")
+        scores.append(-1000.0 - len(tokens) * 0.001)
+        types.append(1)
+    return tm.spm_kvs(tokens, scores, types, ids, full=False)
+
+
 def write_llama(out: str, cfg: dict, seed: int) -> None:
     """A dense llama-family model (`llama`, or `qwen2` with q/k/v biases) of `cfg`'s shape
     with llama.cpp's Q4_K_M type mix; norms, biases and rope factors F32."""
@@ -190,13 +203,8 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
         raise SystemExit(f"--embd {n_embd} is not a multiple of --heads {n_head}")
     hd = cfg.get("head_dim") or n_embd // n_head
     n_expert, n_used, n_ff_exp = cfg.get("experts") or (0, 0, 0)
-    tokens, scores, types, ids = tm.spm_vocab()
-    if n_vocab < len(tokens):
-        raise SystemExit(f"--vocab must be at least {len(tokens)}")
-    while len(tokens) < n_vocab:
-        tokens.append(f"\u2581w{len(tokens)}")
-        scores.append(-1000.0 - len(tokens) * 0.001)
-        types.append(1)
+    if n_vocab < len(tm.spm_vocab()[0]):
+        raise SystemExit(f"--vocab must be at least {len(tm.spm_vocab()[0])}")
     a = arch
     kvs = [
         tm.KV("general.architecture", VT.STRING, arch),
@@ -218,14 +226,7 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
     if n_expert:
         kvs += [tm.KV(f"{a}.expert_count", VT.UINT32, n_expert), tm.KV(f"{a}.expert_used_count", VT.UINT32, n_used),
                 tm.KV(f"{a}.expert_feed_forward_length", VT.UINT32, n_ff_exp)]
-    kvs += [
-        tm.KV("tokenizer.ggml.model", VT.STRING, "llama"),
-        tm.KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
-        tm.KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
-        tm.KV("tokenizer.ggml.token_type", VT.ARRAY, tm.Arr(VT.INT32, types)),
-        tm.KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
-        tm.KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
-    ]
+    kvs += padded_vocab_kvs(n_vocab)
 
     def w(name, il, n_in, n_out):  # a weight matrix: n_out rows of n_in
         return (name, q4_k_m_type(name, il, n_layer, tied, n_in), [n_in, n_out], "weight")
@@ -274,11 +275,6 @@ def write_gpt_oss(out: str, n_layer: int, seed: int) -> None:
     from gguf import GGUFValueType as VT
 
     e, n_head, n_kv, hd, n_exp, n_used, ff, nv = 2880, 64, 8, 64, 32, 4, 2880, 201088
-    tokens, scores, types, ids = tm.spm_vocab()
-    while len(tokens) < nv:
-        tokens.append(f"\u2581w{len(tokens)}")
-        scores.append(-1000.0 - len(tokens) * 0.001)
-        types.append(1)
     a = "gpt-oss"
     kvs = [
         tm.KV("general.architecture", VT.STRING, a),
@@ -302,13 +298,7 @@ def write_gpt_oss(out: str, n_layer: int, seed: int) -> None:
         tm.KV(f"{a}.expert_count", VT.UINT32, n_exp),
         tm.KV(f"{a}.expert_used_count", VT.UINT32, n_used),
         tm.KV(f"{a}.expert_feed_forward_length", VT.UINT32, ff),
-        tm.KV("tokenizer.ggml.model", VT.STRING, "llama"),
-        tm.KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
-        tm.KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
-        tm.KV("tokenizer.ggml.token_type", VT.ARRAY, tm.Arr(VT.INT32, types)),
-        tm.KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
-        tm.KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
-    ]
+    ] + padded_vocab_kvs(nv)
     Q8, MX, F32 = 8, 39, 0
     specs = [("token_embd.weight", Q8, [e, nv], "weight"), ("output_norm.weight", F32, [e], "norm"), ("output.weight", Q8, [e, nv], "weight")]
     for il in range(n_layer):

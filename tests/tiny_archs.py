@@ -153,18 +153,7 @@ def model_kvs(key: str) -> List[KV]:
         kvs.append(KV(f"{a}.expert_shared_feed_forward_length", VT.UINT32, s.n_ff_shexp))
     if s.granite:
         kvs += [KV(f"{a}.{k}", VT.FLOAT32, v) for k, v in GRANITE.items()]
-    kvs += [
-        KV("tokenizer.ggml.model", VT.STRING, "llama"),
-        KV("tokenizer.ggml.tokens", VT.ARRAY, tm.Arr(VT.STRING, tokens)),
-        KV("tokenizer.ggml.scores", VT.ARRAY, tm.Arr(VT.FLOAT32, scores)),
-        KV("tokenizer.ggml.token_type", VT.ARRAY, tm.Arr(VT.INT32, types)),
-        KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
-        KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
-        KV("tokenizer.ggml.unknown_token_id", VT.UINT32, ids["unk"]),
-        KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
-        KV("tokenizer.ggml.add_eos_token", VT.BOOL, False),
-    ]
-    return kvs
+    return kvs + tm.spm_kvs(tokens, scores, types, ids)
 
 
 def make_experts(name: str, wtype: str, n_in: int, n_out: int, n: int, std: float, rng) -> Tensor:

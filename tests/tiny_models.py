@@ -353,18 +353,28 @@ def model_kvs(arch: str, *, extra: Sequence[KV] = (), drop: Sequence[str] = ()) 
         kvs.append(KV(f"{a}.rope.dimension_count", VT.UINT32, s.head_dim))
     if s.window:
         kvs.append(KV(f"{a}.attention.sliding_window", VT.UINT32, s.window))
-    kvs += [
+    kvs += spm_kvs(tokens, scores, types, ids)
+    return [kv for kv in kvs if kv.key not in drop] + list(extra)
+
+
+def spm_kvs(tokens, scores, types, ids, *, full: bool = True) -> List[KV]:
+    """The `tokenizer.ggml.*` metadata of a SentencePiece vocabulary (`full`: also the
+    unknown token and the BOS / EOS switches)."""
+    kvs = [
         KV("tokenizer.ggml.model", VT.STRING, "llama"),
         KV("tokenizer.ggml.tokens", VT.ARRAY, Arr(VT.STRING, tokens)),
         KV("tokenizer.ggml.scores", VT.ARRAY, Arr(VT.FLOAT32, scores)),
         KV("tokenizer.ggml.token_type", VT.ARRAY, Arr(VT.INT32, types)),
         KV("tokenizer.ggml.bos_token_id", VT.UINT32, ids["bos"]),
         KV("tokenizer.ggml.eos_token_id", VT.UINT32, ids["eos"]),
-        KV("tokenizer.ggml.unknown_token_id", VT.UINT32, ids["unk"]),
-        KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
-        KV("tokenizer.ggml.add_eos_token", VT.BOOL, False),
     ]
-    return [kv for kv in kvs if kv.key not in drop] + list(extra)
+    if full:
+        kvs += [
+            KV("tokenizer.ggml.unknown_token_id", VT.UINT32, ids["unk"]),
+            KV("tokenizer.ggml.add_bos_token", VT.BOOL, True),
+            KV("tokenizer.ggml.add_eos_token", VT.BOOL, False),
+        ]
+    return kvs
 
 
 def n_vocab(arch: str) -> int:

@@ -69,6 +69,8 @@ pub mod scalar_k;
 pub(crate) mod tests;
 #[cfg(test)]
 mod tests_tile;
+#[cfg(test)]
+mod tests_golden;
 pub mod tile;
 pub mod types;
 

@@ -447,3 +447,22 @@ pub fn dot_iq4_xs_q8_k_tiled(n: usize, w: &[u8], a: &[u8]) -> f32 {
     }
     sum
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn golden_mxfp4() {
+        // e = 128 → scale 1 (2^(e-128)); code 0 → 0, code 15 → -12, code 7 → 12
+        let mut b = vec![0u8; MXFP4_BYTES];
+        b[0] = 128;
+        b[1..17].fill(0xF0);
+        b[1] = 0x07;
+        let mut y = [0f32; 32];
+        dequantize_block(GgmlType::MXFP4, &b, &mut y);
+        assert!(y[0] == 12.0 && y[16] == 0.0 && y[1..16].iter().all(|&v| v == 0.0) && y[17..].iter().all(|&v| v == -12.0));
+        // E8M0 corners: denormal 2^-128 and 2^-127, the largest 2^127
+        assert_eq!((e8m0_half(0), e8m0_half(1), e8m0_half(255)), (2f32.powi(-128), 2f32.powi(-127), 2f32.powi(126) * 2.0));
+    }
+}

@@ -469,8 +469,8 @@ mod tests {
 
     #[test]
     fn unsupported_preset_is_an_error() {
-        let err = try_tokenizer("tekken", None).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(err.contains("pre-tokenizer 'tekken'"), "{err}");
+        let err = try_tokenizer("kimi-k2", None).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("pre-tokenizer 'kimi-k2'"), "{err}");
     }
 
     #[test]
