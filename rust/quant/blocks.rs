@@ -153,3 +153,55 @@ const _: () = {
     assert!(Q2_K_BYTES == 84 && Q3_K_BYTES == 110 && Q4_K_BYTES == 144 && Q5_K_BYTES == 176 && Q6_K_BYTES == 210);
     assert!(Q8_K_BYTES == 292 && Q8_K_QS == 4 && Q8_K_BSUMS == 260 && IQ4_XS_BYTES == 136);
 };
+
+/// The block sizes and field offsets above as WGSL constants (`<TYPE>_BYTES`,
+/// `<TYPE>_<FIELD>`), prepended to the GPU loaders (`gpu/kernels/quant.wgsl`,
+/// `qmatmul.wgsl`) so that they take their layouts from here.
+pub fn wgsl_constants() -> String {
+    let rows: &[(&str, usize)] = &[
+        ("Q4_0_BYTES", Q4_0_BYTES),
+        ("Q4_0_QS", offset_of!(BlockQ4_0, qs)),
+        ("Q4_1_BYTES", Q4_1_BYTES),
+        ("Q4_1_M", offset_of!(BlockQ4_1, m)),
+        ("Q4_1_QS", offset_of!(BlockQ4_1, qs)),
+        ("Q5_0_BYTES", Q5_0_BYTES),
+        ("Q5_0_QH", offset_of!(BlockQ5_0, qh)),
+        ("Q5_0_QS", offset_of!(BlockQ5_0, qs)),
+        ("Q5_1_BYTES", Q5_1_BYTES),
+        ("Q5_1_M", offset_of!(BlockQ5_1, m)),
+        ("Q5_1_QH", offset_of!(BlockQ5_1, qh)),
+        ("Q5_1_QS", offset_of!(BlockQ5_1, qs)),
+        ("Q8_0_BYTES", Q8_0_BYTES),
+        ("Q8_0_QS", offset_of!(BlockQ8_0, qs)),
+        ("Q2_K_BYTES", Q2_K_BYTES),
+        ("Q2_K_QS", offset_of!(BlockQ2K, qs)),
+        ("Q2_K_D", offset_of!(BlockQ2K, d)),
+        ("Q2_K_DMIN", offset_of!(BlockQ2K, dmin)),
+        ("Q3_K_BYTES", Q3_K_BYTES),
+        ("Q3_K_QS", offset_of!(BlockQ3K, qs)),
+        ("Q3_K_SCALES", offset_of!(BlockQ3K, scales)),
+        ("Q3_K_D", offset_of!(BlockQ3K, d)),
+        ("Q4_K_BYTES", Q4_K_BYTES),
+        ("Q4_K_DMIN", offset_of!(BlockQ4K, dmin)),
+        ("Q4_K_SCALES", offset_of!(BlockQ4K, scales)),
+        ("Q4_K_QS", offset_of!(BlockQ4K, qs)),
+        ("Q5_K_BYTES", Q5_K_BYTES),
+        ("Q5_K_DMIN", offset_of!(BlockQ5K, dmin)),
+        ("Q5_K_SCALES", offset_of!(BlockQ5K, scales)),
+        ("Q5_K_QH", offset_of!(BlockQ5K, qh)),
+        ("Q5_K_QS", offset_of!(BlockQ5K, qs)),
+        ("Q6_K_BYTES", Q6_K_BYTES),
+        ("Q6_K_QH", offset_of!(BlockQ6K, qh)),
+        ("Q6_K_SCALES", offset_of!(BlockQ6K, scales)),
+        ("Q6_K_D", offset_of!(BlockQ6K, d)),
+        ("IQ4_NL_BYTES", IQ4_NL_BYTES),
+        ("IQ4_NL_QS", offset_of!(BlockIQ4NL, qs)),
+        ("IQ4_XS_BYTES", IQ4_XS_BYTES),
+        ("IQ4_XS_SCALES_H", offset_of!(BlockIQ4XS, scales_h)),
+        ("IQ4_XS_SCALES_L", offset_of!(BlockIQ4XS, scales_l)),
+        ("IQ4_XS_QS", offset_of!(BlockIQ4XS, qs)),
+        ("MXFP4_BYTES", MXFP4_BYTES),
+        ("MXFP4_QS", offset_of!(BlockMXFP4, qs)),
+    ];
+    rows.iter().map(|(name, v)| format!("const {name}: u32 = {v}u;\n")).collect()
+}

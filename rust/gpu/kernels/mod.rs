@@ -101,14 +101,15 @@ impl Family {
         let body = match self {
             Family::QMat(ty) => {
                 let spec = qmatmul::specialise(ty, dp4a).ok_or_else(|| Error::NotSupported(format!("no integer GPU kernel for tensor type {}", ty.name())))?;
-                return Ok(format!("{common}\n{}\n{MAT}\n{QUANT}\n{spec}", include_str!("qmatmul.wgsl")));
+                return Ok(format!("{common}\n{}\n{}\n{MAT}\n{QUANT}\n{spec}", crate::quant::blocks::wgsl_constants(), include_str!("qmatmul.wgsl")));
             }
             Family::QAct => include_str!("qact.wgsl"),
             Family::Mat(ty) | Family::Embed(ty) => {
                 let name = quant_name(ty).ok_or_else(|| Error::NotSupported(format!("no GPU kernel for tensor type {}", ty.name())))?;
                 let k = if matches!(self, Family::Mat(_)) { include_str!("matmul.wgsl") } else { include_str!("embed.wgsl") };
                 let mat = if matches!(self, Family::Mat(_)) { MAT } else { "" };
-                return Ok(format!("{common}\n{k}\n{mat}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
+                let blocks = crate::quant::blocks::wgsl_constants();
+                return Ok(format!("{common}\n{k}\n{mat}\n{blocks}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
             }
             Family::Norm => include_str!("norm.wgsl"),
             Family::Eltwise => include_str!("eltwise.wgsl"),

@@ -45,19 +45,19 @@ fn lanes_finish(acc: ptr<function, array<f32, 8>>, fl: u32) -> f32 {
 
 // Q8_0 × Q8_0
 fn block_step_q8_0(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {
-    let bo = rb + blk * 34u;
+    let bo = rb + blk * Q8_0_BYTES;
     let d = ld_f16(bo) * a_d(ab);
     for (var k = 0u; k < 8u; k++) {
-        (*acc)[k] = fmaf(d, f32(dot4i8(ld_u32(bo + 2u + 4u * k), QA[ab + 1u + k])), (*acc)[k]);
+        (*acc)[k] = fmaf(d, f32(dot4i8(ld_u32(bo + Q8_0_QS + 4u * k), QA[ab + 1u + k])), (*acc)[k]);
     }
 }
 
 // Q4_0 × Q8_0: lane i < 4 holds low nibbles of qs word i, lane i + 4 its high nibbles.
 fn block_step_q4_0(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {
-    let bo = rb + blk * 18u;
+    let bo = rb + blk * Q4_0_BYTES;
     let d = ld_f16(bo) * a_d(ab);
     for (var i = 0u; i < 4u; i++) {
-        let q = ld_u32(bo + 2u + 4u * i);
+        let q = ld_u32(bo + Q4_0_QS + 4u * i);
         (*acc)[i] = fmaf(d, f32(dot4off(q & 0x0f0f0f0fu, QA[ab + 1u + i], 8)), (*acc)[i]);
         (*acc)[i + 4u] = fmaf(d, f32(dot4off((q >> 4u) & 0x0f0f0f0fu, QA[ab + 5u + i], 8)), (*acc)[i + 4u]);
     }
@@ -65,11 +65,11 @@ fn block_step_q4_0(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array
 
 // Q5_0 × Q8_0
 fn block_step_q5_0(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {
-    let bo = rb + blk * 22u;
+    let bo = rb + blk * Q5_0_BYTES;
     let d = ld_f16(bo) * a_d(ab);
-    let qh = ld_u32(bo + 2u);
+    let qh = ld_u32(bo + Q5_0_QH);
     for (var i = 0u; i < 4u; i++) {
-        let q = ld_u32(bo + 6u + 4u * i);
+        let q = ld_u32(bo + Q5_0_QS + 4u * i);
         let j = 4u * i;
         let lo = (q & 0x0f0f0f0fu) | (pack4(hbits4(qh, j)) << 4u);
         let hi = ((q >> 4u) & 0x0f0f0f0fu) | (pack4(hbits4(qh, j + 16u)) << 4u);
@@ -81,20 +81,20 @@ fn block_step_q5_0(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array
 // Q4_K × Q8_K: chains acc[0] (scaled sums, d·d_a) and acc[1] (min terms, dmin·d_a), fed
 // per superblock (llama.cpp's repacked gemv) or per 64-element group (its gemm, FL bit 0).
 fn block_step_q4_k(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {
-    let bo = rb + blk * 144u;
+    let bo = rb + blk * Q4_K_BYTES;
     let dy = a_d(ab);
     let dd = ld_f16(bo) * dy;
-    let dm = ld_f16(bo + 2u) * dy;
+    let dm = ld_f16(bo + Q4_K_DMIN) * dy;
     let gemm = (fl & 1u) != 0u;
     var sumi = 0;
     var summ = 0;
     for (var j = 0u; j < 4u; j++) {
-        let sm1 = vec2<i32>(scale_min_k4(2u * j, bo + 4u));
-        let sm2 = vec2<i32>(scale_min_k4(2u * j + 1u, bo + 4u));
+        let sm1 = vec2<i32>(scale_min_k4(2u * j, bo + Q4_K_SCALES));
+        let sm2 = vec2<i32>(scale_min_k4(2u * j + 1u, bo + Q4_K_SCALES));
         var s1 = 0;
         var s2 = 0;
         for (var i = 0u; i < 8u; i++) {
-            let q = ld_u32(bo + 16u + j * 32u + 4u * i);
+            let q = ld_u32(bo + Q4_K_QS + j * 32u + 4u * i);
             s1 += dot4i8(q & 0x0f0f0f0fu, QA[ab + 1u + j * 16u + i]);
             s2 += dot4i8((q >> 4u) & 0x0f0f0f0fu, QA[ab + 1u + j * 16u + 8u + i]);
         }
@@ -122,8 +122,8 @@ fn block_finish_q4_k(acc: ptr<function, array<f32, 8>>, fl: u32) -> f32 {
 // -32 offset of scale groups 2m, 2m+1), or with FL bit 1 the tiled kernel's single chain
 // fma(f32(Σ)·d_w, d_a, acc).
 fn block_step_q6_k(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array<f32, 8>>) {
-    let bo = rb + blk * 210u;
-    let dw = ld_f16(bo + 208u);
+    let bo = rb + blk * Q6_K_BYTES;
+    let dw = ld_f16(bo + Q6_K_D);
     let da = a_d(ab);
     var lanes: array<i32, 8>;
     for (var g = 0u; g < 16u; g++) {
@@ -131,7 +131,7 @@ fn block_step_q6_k(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array
         let n = g / 8u;
         let qq = (g % 8u) / 2u;
         let l0 = (g % 2u) * 16u;
-        let sc = ld_i8(bo + 192u + g);
+        let sc = ld_i8(bo + Q6_K_SCALES + g);
         for (var i = 0u; i < 4u; i++) {
             let l = l0 + 4u * i;
             let lw = ld_u32(bo + n * 64u + l + (qq & 1u) * 32u);
@@ -141,20 +141,20 @@ fn block_step_q6_k(rb: u32, blk: u32, ab: u32, fl: u32, acc: ptr<function, array
             } else {
                 lo = lw & 0x0f0f0f0fu;
             }
-            let hi = (ld_u32(bo + 128u + n * 32u + l) >> (2u * qq)) & 0x03030303u;
+            let hi = (ld_u32(bo + Q6_K_QH + n * 32u + l) >> (2u * qq)) & 0x03030303u;
             lanes[(g % 2u) * 4u + i] += sc * dot4i8(lo | (hi << 4u), QA[ab + 1u + g * 4u + i]);
         }
     }
     if ((fl & 2u) != 0u) {
         var sumi = 0;
         for (var m = 0u; m < 8u; m++) {
-            sumi += lanes[m] - 32 * ld_i8(bo + 192u + m) * a_bsum(ab, m) - 32 * ld_i8(bo + 200u + m) * a_bsum(ab, m + 8u);
+            sumi += lanes[m] - 32 * ld_i8(bo + Q6_K_SCALES + m) * a_bsum(ab, m) - 32 * ld_i8(bo + Q6_K_SCALES + 8u + m) * a_bsum(ab, m + 8u);
         }
         (*acc)[0] = fmaf(f32(sumi) * dw, da, (*acc)[0]);
     } else {
         let d = da * dw;
         for (var m = 0u; m < 8u; m++) {
-            let off = -32 * (ld_i8(bo + 192u + 2u * m) * a_bsum(ab, 2u * m) + ld_i8(bo + 193u + 2u * m) * a_bsum(ab, 2u * m + 1u));
+            let off = -32 * (ld_i8(bo + Q6_K_SCALES + 2u * m) * a_bsum(ab, 2u * m) + ld_i8(bo + Q6_K_SCALES + 1u + 2u * m) * a_bsum(ab, 2u * m + 1u));
             (*acc)[m] = fmaf(d, f32(lanes[m] + off), (*acc)[m]);
         }
     }

@@ -63,18 +63,18 @@ fn dq4_bf16(rb: u32, k: u32) -> vec4<f32> {
 
 // Q4_0: d f16, qs[16]; element j < 16 is the low nibble of qs[j], j >= 16 the high nibble of qs[j-16].
 fn dq4_q4_0(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 18u;
+    let bo = rb + (k / 32u) * Q4_0_BYTES;
     let j = k % 32u;
-    let q = nib4(bo + 2u + (j % 16u), j >= 16u);
+    let q = nib4(bo + Q4_0_QS + (j % 16u), j >= 16u);
     return ld_f16(bo) * (vec4<f32>(q) - 8.0);
 }
 
 // Q4_1: d f16, m f16, qs[16].
 fn dq4_q4_1(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 20u;
+    let bo = rb + (k / 32u) * Q4_1_BYTES;
     let j = k % 32u;
-    let q = nib4(bo + 4u + (j % 16u), j >= 16u);
-    return ld_f16(bo) * vec4<f32>(q) + ld_f16(bo + 2u);
+    let q = nib4(bo + Q4_1_QS + (j % 16u), j >= 16u);
+    return ld_f16(bo) * vec4<f32>(q) + ld_f16(bo + Q4_1_M);
 }
 
 fn hbits4(qh: u32, j: u32) -> vec4<u32> {
@@ -83,61 +83,61 @@ fn hbits4(qh: u32, j: u32) -> vec4<u32> {
 
 // Q5_0: d f16, qh u32 (bit j = high bit of element j), qs[16].
 fn dq4_q5_0(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 22u;
+    let bo = rb + (k / 32u) * Q5_0_BYTES;
     let j = k % 32u;
-    let q = nib4(bo + 6u + (j % 16u), j >= 16u) | (hbits4(ld_u32(bo + 2u), j) << vec4<u32>(4u));
+    let q = nib4(bo + Q5_0_QS + (j % 16u), j >= 16u) | (hbits4(ld_u32(bo + Q5_0_QH), j) << vec4<u32>(4u));
     return ld_f16(bo) * (vec4<f32>(q) - 16.0);
 }
 
 // Q5_1: d f16, m f16, qh u32, qs[16].
 fn dq4_q5_1(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 24u;
+    let bo = rb + (k / 32u) * Q5_1_BYTES;
     let j = k % 32u;
-    let q = nib4(bo + 8u + (j % 16u), j >= 16u) | (hbits4(ld_u32(bo + 4u), j) << vec4<u32>(4u));
-    return ld_f16(bo) * vec4<f32>(q) + ld_f16(bo + 2u);
+    let q = nib4(bo + Q5_1_QS + (j % 16u), j >= 16u) | (hbits4(ld_u32(bo + Q5_1_QH), j) << vec4<u32>(4u));
+    return ld_f16(bo) * vec4<f32>(q) + ld_f16(bo + Q5_1_M);
 }
 
 // Q8_0: d f16, qs[32] i8.
 fn dq4_q8_0(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 34u;
-    let w = ld_u32(bo + 2u + (k % 32u));
+    let bo = rb + (k / 32u) * Q8_0_BYTES;
+    let w = ld_u32(bo + Q8_0_QS + (k % 32u));
     let q = vec4<i32>(bitcast<i32>(w << 24u) >> 24u, bitcast<i32>(w << 16u) >> 24u, bitcast<i32>(w << 8u) >> 24u, bitcast<i32>(w) >> 24u);
     return ld_f16(bo) * vec4<f32>(q);
 }
 
 // Q2_K (256): scales[16] (low nibble scale, high nibble min), qs[64], d f16 @80, dmin f16 @82.
 fn dq4_q2_k(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 84u;
+    let bo = rb + (k / 256u) * Q2_K_BYTES;
     let kk = k % 256u;
     let n = kk / 128u;
     let j = (kk % 128u) / 32u;
     let l = kk % 32u;
-    let q = (b4(bo + 16u + n * 32u + l) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
+    let q = (b4(bo + Q2_K_QS + n * 32u + l) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
     let sc = ld_u8(bo + n * 8u + j * 2u + l / 16u);
-    let dl = ld_f16(bo + 80u) * f32(sc & 0xfu);
-    let ml = ld_f16(bo + 82u) * f32(sc >> 4u);
+    let dl = ld_f16(bo + Q2_K_D) * f32(sc & 0xfu);
+    let ml = ld_f16(bo + Q2_K_DMIN) * f32(sc >> 4u);
     return dl * vec4<f32>(q) - ml;
 }
 
 // Q3_K (256): hmask[32], qs[64], scales[12] (16 packed 6-bit scales), d f16 @108.
 fn dq4_q3_k(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 110u;
+    let bo = rb + (k / 256u) * Q3_K_BYTES;
     let kk = k % 256u;
     let n = kk / 128u;
     let j = (kk % 128u) / 32u;
     let l = kk % 32u;
-    let q = (b4(bo + 32u + n * 32u + l) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
+    let q = (b4(bo + Q3_K_QS + n * 32u + l) >> vec4<u32>(2u * j)) & vec4<u32>(3u);
     let hb = (b4(bo + l) >> vec4<u32>(n * 4u + j)) & vec4<u32>(1u);
     let is = n * 8u + 2u * j + l / 16u;
     var lo: u32;
     if (is < 8u) {
-        lo = ld_u8(bo + 96u + is) & 0xfu;
+        lo = ld_u8(bo + Q3_K_SCALES + is) & 0xfu;
     } else {
-        lo = ld_u8(bo + 96u + is - 8u) >> 4u;
+        lo = ld_u8(bo + Q3_K_SCALES + is - 8u) >> 4u;
     }
-    let hi = (ld_u8(bo + 104u + (is % 4u)) >> (2u * (is / 4u))) & 3u;
+    let hi = (ld_u8(bo + Q3_K_SCALES + 8u + (is % 4u)) >> (2u * (is / 4u))) & 3u;
     let s = f32(i32(lo | (hi << 4u)) - 32);
-    return ld_f16(bo + 108u) * s * (vec4<f32>(q) - 4.0 + 4.0 * vec4<f32>(hb));
+    return ld_f16(bo + Q3_K_D) * s * (vec4<f32>(q) - 4.0 + 4.0 * vec4<f32>(hb));
 }
 
 // 6-bit (scale, min) pair `j` of the 12 packed bytes at `so` (ggml's get_scale_min_k4).
@@ -152,41 +152,41 @@ fn scale_min_k4(j: u32, so: u32) -> vec2<f32> {
 
 // Q4_K (256): d f16, dmin f16, scales[12], qs[128].
 fn dq4_q4_k(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 144u;
+    let bo = rb + (k / 256u) * Q4_K_BYTES;
     let kk = k % 256u;
     let g = kk / 64u;
     let h = (kk % 64u) / 32u;
     let l = kk % 32u;
-    let q = nib4(bo + 16u + g * 32u + l, h == 1u);
-    let sm = scale_min_k4(2u * g + h, bo + 4u);
-    return ld_f16(bo) * sm.x * vec4<f32>(q) - ld_f16(bo + 2u) * sm.y;
+    let q = nib4(bo + Q4_K_QS + g * 32u + l, h == 1u);
+    let sm = scale_min_k4(2u * g + h, bo + Q4_K_SCALES);
+    return ld_f16(bo) * sm.x * vec4<f32>(q) - ld_f16(bo + Q4_K_DMIN) * sm.y;
 }
 
 // Q5_K (256): d f16, dmin f16, scales[12], qh[32], qs[128].
 fn dq4_q5_k(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 176u;
+    let bo = rb + (k / 256u) * Q5_K_BYTES;
     let kk = k % 256u;
     let g = kk / 64u;
     let h = (kk % 64u) / 32u;
     let l = kk % 32u;
-    let hb = (b4(bo + 16u + l) >> vec4<u32>(2u * g + h)) & vec4<u32>(1u);
-    let q = nib4(bo + 48u + g * 32u + l, h == 1u) + 16u * hb;
-    let sm = scale_min_k4(2u * g + h, bo + 4u);
-    return ld_f16(bo) * sm.x * vec4<f32>(q) - ld_f16(bo + 2u) * sm.y;
+    let hb = (b4(bo + Q5_K_QH + l) >> vec4<u32>(2u * g + h)) & vec4<u32>(1u);
+    let q = nib4(bo + Q5_K_QS + g * 32u + l, h == 1u) + 16u * hb;
+    let sm = scale_min_k4(2u * g + h, bo + Q5_K_SCALES);
+    return ld_f16(bo) * sm.x * vec4<f32>(q) - ld_f16(bo + Q5_K_DMIN) * sm.y;
 }
 
 // Q6_K (256): ql[128], qh[64], scales[16] i8, d f16 @208.
 fn dq4_q6_k(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 210u;
+    let bo = rb + (k / 256u) * Q6_K_BYTES;
     let kk = k % 256u;
     let n = kk / 128u;
     let qq = (kk % 128u) / 32u;
     let l = kk % 32u;
     let lo = nib4(bo + n * 64u + l + (qq & 1u) * 32u, qq >= 2u);
-    let hi = (b4(bo + 128u + n * 32u + l) >> vec4<u32>(2u * qq)) & vec4<u32>(3u);
+    let hi = (b4(bo + Q6_K_QH + n * 32u + l) >> vec4<u32>(2u * qq)) & vec4<u32>(3u);
     let q = vec4<i32>(lo | (hi << vec4<u32>(4u))) - vec4<i32>(32);
-    let sc = f32(ld_i8(bo + 192u + n * 8u + l / 16u + 2u * qq));
-    return ld_f16(bo + 208u) * sc * vec4<f32>(q);
+    let sc = f32(ld_i8(bo + Q6_K_SCALES + n * 8u + l / 16u + 2u * qq));
+    return ld_f16(bo + Q6_K_D) * sc * vec4<f32>(q);
 }
 
 var<private> KV_IQ4NL: array<f32, 16> = array<f32, 16>(-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0, 1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
@@ -197,9 +197,9 @@ fn iq4_lut(q: vec4<u32>) -> vec4<f32> {
 
 // IQ4_NL: d f16, qs[16] (nibbles index the non-linear table).
 fn dq4_iq4_nl(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 18u;
+    let bo = rb + (k / 32u) * IQ4_NL_BYTES;
     let j = k % 32u;
-    return ld_f16(bo) * iq4_lut(nib4(bo + 2u + (j % 16u), j >= 16u));
+    return ld_f16(bo) * iq4_lut(nib4(bo + IQ4_NL_QS + (j % 16u), j >= 16u));
 }
 
 var<private> KV_MXFP4: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 0.0, -1.0, -2.0, -3.0, -4.0, -6.0, -8.0, -12.0);
@@ -207,21 +207,21 @@ var<private> KV_MXFP4: array<f32, 16> = array<f32, 16>(0.0, 1.0, 2.0, 3.0, 4.0, 
 // MXFP4: e (E8M0, the scale 2^(e-128), ggml_e8m0_to_fp32_half), qs[16] (nibbles index
 // E2M1's values doubled).
 fn dq4_mxfp4(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 32u) * 17u;
+    let bo = rb + (k / 32u) * MXFP4_BYTES;
     let j = k % 32u;
     let e = ld_u8(bo);
     let d = bitcast<f32>(select((e - 1u) << 23u, 0x00200000u << e, e < 2u));
-    let q = nib4(bo + 1u + (j % 16u), j >= 16u);
+    let q = nib4(bo + MXFP4_QS + (j % 16u), j >= 16u);
     return d * vec4<f32>(KV_MXFP4[q.x], KV_MXFP4[q.y], KV_MXFP4[q.z], KV_MXFP4[q.w]);
 }
 
 // IQ4_XS (256): d f16, scales_h u16, scales_l[4], qs[128].
 fn dq4_iq4_xs(rb: u32, k: u32) -> vec4<f32> {
-    let bo = rb + (k / 256u) * 136u;
+    let bo = rb + (k / 256u) * IQ4_XS_BYTES;
     let kk = k % 256u;
     let ib = kk / 32u;
     let j = kk % 32u;
-    let ls = ((ld_u8(bo + 4u + ib / 2u) >> (4u * (ib % 2u))) & 0xfu) | (((ld_u16(bo + 2u) >> (2u * ib)) & 3u) << 4u);
+    let ls = ((ld_u8(bo + IQ4_XS_SCALES_L + ib / 2u) >> (4u * (ib % 2u))) & 0xfu) | (((ld_u16(bo + IQ4_XS_SCALES_H) >> (2u * ib)) & 3u) << 4u);
     let dl = ld_f16(bo) * f32(i32(ls) - 32);
-    return dl * iq4_lut(nib4(bo + 8u + ib * 16u + (j % 16u), j >= 16u));
+    return dl * iq4_lut(nib4(bo + IQ4_XS_QS + ib * 16u + (j % 16u), j >= 16u));
 }
