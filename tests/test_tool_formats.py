@@ -485,16 +485,31 @@ def small_engine(model_path):
     e.close()
 
 
+@pytest.fixture(scope="module")
+def harmony_engine(tmp_path_factory):
+    """A tiny gpt-oss model: its vocabulary has the harmony markers the format's grammar
+    names as special tokens (`<|channel|>`, `<|constrain|>`, `<|message|>`, ...)."""
+    import tiny_archs as ta
+    from llamars import Engine
+
+    p = tmp_path_factory.mktemp("harmony") / "gpt-oss-F32.gguf"
+    ta.write_model(p, "gpt-oss", "F32")
+    e = Engine(str(p), n_ctx=512)
+    yield e
+    e.close()
+
+
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
-def test_constraints_compile_in_the_grammar_engine(small_engine, fmt):
-    ids = small_engine.tokenize("Call a tool:")
+def test_constraints_compile_in_the_grammar_engine(request, fmt):
+    engine = request.getfixturevalue("harmony_engine" if fmt == "gpt-oss" else "small_engine")
+    ids = engine.tokenize("Call a tool:")
     for choice in CHOICES:
         for parallel in (False, True):
             c = _constraint(fmt, choice, parallel)
             kw = {"grammar": c.lark} if c.lark else {"json_schema": c.json_schema}
             if c.triggers:
                 kw["grammar_triggers"] = c.triggers
-            r = small_engine.generate(ids, max_tokens=1, temperature=0, **kw)
+            r = engine.generate(ids, max_tokens=1, temperature=0, **kw)
             assert r.stop_reason in ("length", "eos", "limit"), r.stop_reason
 
 

@@ -83,8 +83,10 @@ def groups(seqs: list, budget: int) -> list:
 async def _embed_all(svc: NamedDependency[Service], seqs: list, pooling: str, norm: float) -> list:
     """The rows of each input: pooled and normalised, or the classifier's for `rank`."""
     e = svc.need()
+    # an encoder evaluates a group in shared batches; a decoder runs each input on its own,
+    # so each is its own group and a client that leaves stops the rest after the current one
     out = []
-    for group in groups(seqs, e.info["n_batch"]):
+    for group in groups(seqs, e.info["n_batch"] if e.info["encoder"] else 1):
         if pooling == "rank":
             out += [np.array([s], dtype=np.float32) for s in await asyncio.to_thread(e.classify_many, group)]
         else:
