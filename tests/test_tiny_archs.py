@@ -12,18 +12,14 @@ architectures' standard; strict xfails list the models that are not, with the re
 """
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import tiny_archs as ta
-from test_tiny_parity import ISAS, _first_difference, _isa_available  # sha256 fields: 16 hex digits here
+from test_tiny_parity import ISAS, _first_difference, run_under_isa  # sha256 fields: 16 hex digits here
 
 REF = json.loads((Path(__file__).parent / "fixtures" / "tiny_llamacpp_archs.json").read_text())
 
@@ -69,16 +65,7 @@ for key in sys.argv[5:]:
 
 @pytest.fixture(scope="module", params=ISAS)
 def results(request, tmp_path_factory):
-    isa = request.param
-    if not _isa_available(isa):
-        pytest.skip(f"this CPU has no {isa}")
-    d = tmp_path_factory.mktemp(f"archs-{isa}")
-    # LLAMARS_EXACT=1: Q4_0 / IQ4_NL in the order of llama.cpp's repacked kernels (opt-in)
-    env = dict(os.environ, LLAMARS_ISA=isa, LLAMARS_EXACT="1")
-    args = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), json.dumps(REF["prompt"]), json.dumps(REF["decode"]), str(d), *sorted(REF["models"])]
-    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return isa, {r["model"]: r for r in map(json.loads, out.stdout.splitlines())}
+    return run_under_isa(request.param, tmp_path_factory.mktemp(f"archs-{request.param}"), _CHILD, REF)
 
 
 def _got_want(results, key):

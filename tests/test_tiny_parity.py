@@ -68,18 +68,22 @@ def _isa_available(isa: str) -> bool:
     return all(f" {f}" in flags for f in need)
 
 
-@pytest.fixture(scope="module", params=ISAS)
-def results(request, tmp_path_factory):
-    isa = request.param
+def run_under_isa(isa: str, out_dir, child: str, ref: dict):
+    """Run `child` (a script printing one JSON line per model) for every model of `ref`
+    under LLAMARS_ISA=`isa` in a fresh process: (isa, {model: its line})."""
     if not _isa_available(isa):
         pytest.skip(f"this CPU has no {isa}")
-    d = tmp_path_factory.mktemp(f"parity-{isa}")
     # LLAMARS_EXACT=1: Q4_0 / IQ4_NL in the order of llama.cpp's repacked kernels (opt-in)
     env = dict(os.environ, LLAMARS_ISA=isa, LLAMARS_EXACT="1")
-    args = [sys.executable, "-c", _CHILD, str(Path(__file__).parent), json.dumps(REF["prompt"]), json.dumps(REF["decode"]), str(d), *sorted(REF["models"])]
+    args = [sys.executable, "-c", child, str(Path(__file__).parent), json.dumps(ref["prompt"]), json.dumps(ref["decode"]), str(out_dir), *sorted(ref["models"])]
     out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stderr[-3000:]
     return isa, {r["model"]: r for r in map(json.loads, out.stdout.splitlines())}
+
+
+@pytest.fixture(scope="module", params=ISAS)
+def results(request, tmp_path_factory):
+    return run_under_isa(request.param, tmp_path_factory.mktemp(f"parity-{request.param}"), _CHILD, REF)
 
 
 def _first_difference(got: list, want: list) -> str:

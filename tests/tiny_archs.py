@@ -127,19 +127,7 @@ def model_kvs(key: str) -> List[KV]:
     s = SPECS[key]
     a = s.arch
     tokens, scores, types, ids = vocab(key)
-    kvs = [
-        KV("general.architecture", VT.STRING, a),
-        KV("general.name", VT.STRING, f"tiny-{key}"),
-        KV(f"{a}.context_length", VT.UINT32, s.ctx),
-        KV(f"{a}.embedding_length", VT.UINT32, s.n_embd),
-        KV(f"{a}.block_count", VT.UINT32, s.n_layer),
-        KV(f"{a}.feed_forward_length", VT.UINT32, s.n_ff),
-        KV(f"{a}.attention.head_count", VT.UINT32, s.n_head),
-        KV(f"{a}.attention.head_count_kv", VT.UINT32, s.n_head_kv),
-        KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, s.eps),
-        KV(f"{a}.rope.freq_base", VT.FLOAT32, s.rope_base),
-        KV(f"{a}.rope.dimension_count", VT.UINT32, s.n_rot or s.head_dim),
-    ]
+    kvs = tm.hparam_kvs(a, f"tiny-{key}", s) + [KV(f"{a}.rope.dimension_count", VT.UINT32, s.n_rot or s.head_dim)]
     if s.head_dim * s.n_head != s.n_embd:
         kvs += [KV(f"{a}.attention.key_length", VT.UINT32, s.head_dim), KV(f"{a}.attention.value_length", VT.UINT32, s.head_dim)]
     if s.window:

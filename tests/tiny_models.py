@@ -335,9 +335,23 @@ def model_kvs(arch: str, *, extra: Sequence[KV] = (), drop: Sequence[str] = ()) 
     s = SPECS[arch]
     tokens, scores, types, ids = spm_vocab(gemma_order=arch == "gemma3")
     a = arch
-    kvs = [
-        KV("general.architecture", VT.STRING, arch),
-        KV("general.name", VT.STRING, f"tiny-{arch}"),
+    kvs = hparam_kvs(a, f"tiny-{arch}", s)
+    if s.head_dim * s.n_head != s.n_embd:
+        kvs += [KV(f"{a}.attention.key_length", VT.UINT32, s.head_dim), KV(f"{a}.attention.value_length", VT.UINT32, s.head_dim)]
+    if arch in ("llama", "phi3"):
+        kvs.append(KV(f"{a}.rope.dimension_count", VT.UINT32, s.head_dim))
+    if s.window:
+        kvs.append(KV(f"{a}.attention.sliding_window", VT.UINT32, s.window))
+    kvs += spm_kvs(tokens, scores, types, ids)
+    return [kv for kv in kvs if kv.key not in drop] + list(extra)
+
+
+def hparam_kvs(a: str, name: str, s) -> List[KV]:
+    """The architecture name and the shape keys every decoder has (`s`: a spec with ctx,
+    n_embd, n_layer, n_ff, n_head, n_head_kv, eps and rope_base)."""
+    return [
+        KV("general.architecture", VT.STRING, a),
+        KV("general.name", VT.STRING, name),
         KV(f"{a}.context_length", VT.UINT32, s.ctx),
         KV(f"{a}.embedding_length", VT.UINT32, s.n_embd),
         KV(f"{a}.block_count", VT.UINT32, s.n_layer),
@@ -347,14 +361,6 @@ def model_kvs(arch: str, *, extra: Sequence[KV] = (), drop: Sequence[str] = ()) 
         KV(f"{a}.attention.layer_norm_rms_epsilon", VT.FLOAT32, s.eps),
         KV(f"{a}.rope.freq_base", VT.FLOAT32, s.rope_base),
     ]
-    if s.head_dim * s.n_head != s.n_embd:
-        kvs += [KV(f"{a}.attention.key_length", VT.UINT32, s.head_dim), KV(f"{a}.attention.value_length", VT.UINT32, s.head_dim)]
-    if arch in ("llama", "phi3"):
-        kvs.append(KV(f"{a}.rope.dimension_count", VT.UINT32, s.head_dim))
-    if s.window:
-        kvs.append(KV(f"{a}.attention.sliding_window", VT.UINT32, s.window))
-    kvs += spm_kvs(tokens, scores, types, ids)
-    return [kv for kv in kvs if kv.key not in drop] + list(extra)
 
 
 def spm_kvs(tokens, scores, types, ids, *, full: bool = True) -> List[KV]:

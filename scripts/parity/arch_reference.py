@@ -14,18 +14,15 @@ next token of the sequence (None at the last position).
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
-import json
 import os
 import sys
-import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests"))
 import tiny_archs  # noqa: E402
-from tiny_reference import DECODE, PROMPT, digest, file_sha256, llama_cpp_logits  # noqa: E402
+from tiny_reference import digest, write_reference  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "tiny_llamacpp_archs.json")
 TYPES = ["F32", "F16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "BF16", "MXFP4"]
@@ -59,26 +56,7 @@ def main() -> int:
     ap.add_argument("--arch", nargs="*", default=tiny_archs.ARCHS)
     ap.add_argument("--type", nargs="*", default=TYPES)
     a = ap.parse_args()
-    import llama_cpp
-
-    ref = {"llama_cpp_python": llama_cpp.__version__, "gguf": importlib.metadata.version("gguf"), "prompt": PROMPT, "decode": DECODE, "models": {}}
-    with tempfile.TemporaryDirectory() as d:
-        for key in a.arch:
-            for wtype in a.type:
-                path = os.path.join(d, f"{key}-{wtype}.gguf")
-                tiny_archs.write_model(path, key, wtype)
-                prefill, steps = llama_cpp_logits(path, tiny_archs.SPECS[key].ctx)
-                ref["models"][f"{key}/{wtype}"] = {
-                    "file_sha256": file_sha256(path),
-                    "prefill": with_logprobs(prefill, PROMPT),
-                    "decode": with_logprobs(steps, PROMPT + DECODE),
-                }
-                print(f"{key}/{wtype}: done", file=sys.stderr, flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(ref, f, indent=0, sort_keys=True)
-        f.write("\n")
-    print(f"wrote {a.out}: {len(ref['models'])} models")
+    write_reference(a.out, [(x, t) for x in a.arch for t in a.type], tiny_archs.write_model, lambda x: tiny_archs.SPECS[x].ctx, with_logprobs)
     return 0
 
 

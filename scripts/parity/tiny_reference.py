@@ -68,6 +68,29 @@ def llama_cpp_logits(path: str, ctx: int):
     return rows
 
 
+def write_reference(out: str, models: list, write, ctx_of, dig) -> None:
+    """llama.cpp's prefill and decode rows for each (key, type) in `models`, written by
+    `write(path, key, type)` with context `ctx_of(key)`, as the JSON fixture `out`
+    (`dig(rows, ids)`: a row digest)."""
+    import importlib.metadata
+
+    import llama_cpp
+
+    ref = {"llama_cpp_python": llama_cpp.__version__, "gguf": importlib.metadata.version("gguf"), "prompt": PROMPT, "decode": DECODE, "models": {}}
+    with tempfile.TemporaryDirectory() as d:
+        for key, wtype in models:
+            path = os.path.join(d, f"{key}-{wtype}.gguf")
+            write(path, key, wtype)
+            prefill, steps = llama_cpp_logits(path, ctx_of(key))
+            ref["models"][f"{key}/{wtype}"] = {"file_sha256": file_sha256(path), "prefill": dig(prefill, PROMPT), "decode": dig(steps, PROMPT + DECODE)}
+            print(f"{key}/{wtype}: done", file=sys.stderr, flush=True)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(ref, f, indent=0, sort_keys=True)
+        f.write("\n")
+    print(f"wrote {out}: {len(ref['models'])} models")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", nargs="?", default=OUT)
@@ -78,20 +101,7 @@ def main() -> int:
 
     import llama_cpp
 
-    ref = {"llama_cpp_python": llama_cpp.__version__, "gguf": importlib.metadata.version("gguf"), "prompt": PROMPT, "decode": DECODE, "models": {}}
-    with tempfile.TemporaryDirectory() as d:
-        for arch in a.arch:
-            for wtype in a.type:
-                path = os.path.join(d, f"{arch}-{wtype}.gguf")
-                tiny_models.write_parity_model(path, arch, wtype)
-                prefill, steps = llama_cpp_logits(path, tiny_models.SPECS[arch].ctx)
-                ref["models"][f"{arch}/{wtype}"] = {"file_sha256": file_sha256(path), "prefill": digest(prefill), "decode": digest(steps)}
-                print(f"{arch}/{wtype}: done", file=sys.stderr, flush=True)
-    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
-    with open(a.out, "w") as f:
-        json.dump(ref, f, indent=0, sort_keys=True)
-        f.write("\n")
-    print(f"wrote {a.out}: {len(ref['models'])} models")
+    write_reference(a.out, [(x, t) for x in a.arch for t in a.type], tiny_models.write_parity_model, lambda x: tiny_models.SPECS[x].ctx, lambda rows, ids: digest(rows))
     return 0
 
 
