@@ -6,7 +6,6 @@ OpenAI SDK."""
 from __future__ import annotations
 
 import json
-import threading
 
 import numpy as np
 import openai
@@ -31,8 +30,10 @@ def moe_path(tmp_path_factory):
     return str(p)
 
 
-def _run(e: Engine, prompt: str):
-    r = e.generate(prompt, max_tokens=12, temperature=0.0, ignore_eos=True, cache_prompt=False, n_probs=4)
+_GEN = dict(max_tokens=24, temperature=0.0, ignore_eos=True, cache_prompt=False, n_probs=4)
+
+
+def _key(r):
     return r.tokens, repr(r.probs)
 
 
@@ -41,15 +42,15 @@ def test_concurrent_sequences_match_serial_runs_bit_for_bit(moe_path):
     and tokens stay those of each sequence evaluated alone."""
     e = Engine(moe_path, n_ctx=4 * 128, n_parallel=4, n_threads=2)
     try:
-        serial = [_run(e, p) for p in PROMPTS]
-        got: dict = {}
-        ts = [threading.Thread(target=lambda i=i: got.__setitem__(i, _run(e, PROMPTS[i]))) for i in range(4)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
-        for i in range(4):
-            assert got[i] == serial[i], f"prompt {i} differs when batched"
+        serial = [_key(e.generate(p, **_GEN)) for p in PROMPTS]
+        # requests built (tokenized, validated) first, then submitted back to back, so the
+        # loop finds them all queued however fast the tiny model decodes
+        reqs = [e.request(p, **_GEN) for p in PROMPTS]
+        streams = [e.submit(r, quiet=True) for r in reqs]
+        for i, s in enumerate(streams):
+            for _ in s:
+                pass
+            assert _key(s.result) == serial[i], f"prompt {i} differs when batched"
         assert e.metrics()["n_busy_slots_total"] > e.metrics()["n_decode_total"]
     finally:
         e.close()
