@@ -255,19 +255,29 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
     Opt("--log-prompts-dir", "log_prompts_dir", "str", "PATH",
         "Log prompts to directory (auto-created if not present; only used for debugging, default: disabled)",
         section=X, inert="prompts are not logged to files; use --verbose to log requests"),
-    # speculative decoding: a draft model or n-gram lookup (not built yet); the enabling
-    # flags are refused, the tuning ones accepted
+    # speculative decoding: n-gram lookup (ngram-simple) runs; a draft model is refused, the
+    # draft model's tuning flags accepted
     Opt("--spec-draft-model, -md, --model-draft", "model_draft", "str", "FNAME",
         "draft model for speculative decoding (default: unused)", _E + "SPEC_DRAFT_MODEL", X,
-        owner="speculative decoding"),
+        owner="speculative decoding with a draft model"),
     Opt("--spec-draft-hf, -hfd, -hfrd, --hf-repo-draft", "hf_repo_draft", "str", "<user>/<model>[:quant]",
         "Same as --hf-repo, but for the draft model (default: unused)", _E + "SPEC_DRAFT_HF_REPO", X,
-        owner="speculative decoding"),
+        owner="speculative decoding with a draft model"),
     Opt("--spec-type", "spec_type", "spectype", "TYPES",
-        "comma-separated list of types of speculative decoding to use (default: none)", _E + "SPEC_TYPE", X,
-        owner="speculative decoding"),
+        "comma-separated list of types of speculative decoding to use (default: none)", _E + "SPEC_TYPE", X),
     Opt("--spec-default", "spec_default", "bool", "", "enable default speculative decoding config", section=X,
-        owner="speculative decoding"),
+        owner="llama-server's default speculative configuration"),
+    Opt("--spec-draft-n-max", "sampling.spec_n_max", "int", "N",
+        "number of tokens to draft for speculative decoding (default: 3)", _E + "SPEC_DRAFT_N_MAX", X, lo=0, hi=256),
+    Opt("--spec-draft-n-min", "sampling.spec_n_min", "int", "N",
+        "minimum number of draft tokens to use for speculative decoding (default: 0)", _E + "SPEC_DRAFT_N_MIN", X,
+        lo=0, hi=256),
+    Opt("--spec-draft-p-min, --draft-p-min", "sampling.spec_p_min", "float", "P",
+        "minimum speculative decoding probability (greedy) (default: 0.00)", _E + "SPEC_DRAFT_P_MIN", X, lo=0, hi=1),
+    *(Opt(f"--spec-ngram-simple-{n}", f"spec_ngram_simple_{n.replace('-', '_')}", "int", "N", h, section=X, lo=lo)
+      for n, h, lo in (("size-n", "ngram size N for ngram-simple speculative decoding, length of lookup n-gram (default: 12)", 1),
+                       ("size-m", "ngram size M for ngram-simple speculative decoding, length of draft m-gram (default: 48)", 1),
+                       ("min-hits", "minimum hits for ngram-simple speculative decoding (default: 1)", 0))),
     *(Opt(names, names.split(", ")[0].lstrip("-").replace("-", "_"), kind, hint, h, env, X, neg=neg,
           inert="speculative decoding is not built yet")
       for names, kind, hint, h, env, neg in (
@@ -291,18 +301,12 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
          "keep all Mixture of Experts (MoE) weights in the CPU for the draft model", _E + "SPEC_DRAFT_CPU_MOE", ""),
         ("--spec-draft-n-cpu-moe, --spec-draft-ncmoe, -ncmoed, --n-cpu-moe-draft", "int", "N",
          "keep the MoE weights of the first N layers in the CPU for the draft model", _E + "SPEC_DRAFT_N_CPU_MOE", ""),
-        ("--spec-draft-n-max", "int", "N", "number of tokens to draft for speculative decoding (default: 3)",
-         _E + "SPEC_DRAFT_N_MAX", ""),
-        ("--spec-draft-n-min", "int", "N", "minimum number of draft tokens to use for speculative decoding (default: 0)",
-         _E + "SPEC_DRAFT_N_MIN", ""),
         ("--spec-synth-len", "float", "L", "target mean synthetic acceptance length (benchmarking only)",
          _E + "SPEC_SYNTH_LEN", ""),
         ("--spec-synth-rates", "str", "P0,P1,...", "per-position synthetic acceptance probabilities (benchmarking only)",
          _E + "SPEC_SYNTH_RATES", ""),
         ("--spec-draft-p-split, --draft-p-split", "float", "P", "speculative decoding split probability (default: 0.10)",
          _E + "SPEC_DRAFT_P_SPLIT", ""),
-        ("--spec-draft-p-min, --draft-p-min", "float", "P",
-         "minimum speculative decoding probability (greedy) (default: 0.00)", _E + "SPEC_DRAFT_P_MIN", ""),
         ("--spec-draft-backend-sampling", "bool", "", "offload draft sampling to the backend (default: enabled)",
          _E + "SPEC_DRAFT_BACKEND_SAMPLING", "--no-spec-draft-backend-sampling"),
         ("--spec-draft-device, -devd, --device-draft", "str", "<dev1,dev2,..>",
@@ -314,11 +318,11 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
             ("mod-n-max", "maximum number of ngram tokens to use for ngram-based speculative decoding (default: 64)"),
             ("mod-n-match", "ngram-mod lookup length (default: 24)"),
             *((f"{k}-size-n", f"ngram size N for {k} speculative decoding, length of lookup n-gram (default: 12)")
-              for k in ("simple", "map-k", "map-k4v")),
+              for k in ("map-k", "map-k4v")),
             *((f"{k}-size-m", f"ngram size M for {k} speculative decoding, length of draft m-gram (default: 48)")
-              for k in ("simple", "map-k", "map-k4v")),
+              for k in ("map-k", "map-k4v")),
             *((f"{k}-min-hits", f"minimum hits for {k} speculative decoding (default: 1)")
-              for k in ("simple", "map-k", "map-k4v")))))),
+              for k in ("map-k", "map-k4v")))))),
     # removed from llama-server: it refuses them with these messages, and so does llamars-server
     *(Opt(names, "@removed", "int", "N", msg, env, X, removed=msg)
       for names, env, msg in (

@@ -50,6 +50,10 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
     # server-wide constraint (--grammar / --json-schema), used when a request sets none
     grammar: Optional[str] = None
     json_schema: Optional[str] = None
+    # speculative decoding's per-request limits (--spec-draft-n-max / -n-min / -p-min)
+    spec_n_max: Optional[int] = None
+    spec_n_min: Optional[int] = None
+    spec_p_min: Optional[float] = None
 
     def fields(self) -> dict:
         """The generation fields a request starts from on this server (request fields win)."""
@@ -61,6 +65,9 @@ class SamplingDefaults(msgspec.Struct, kw_only=True):
             out["logit_bias"] = [[int(t), False if b == float("-inf") else b] for t, b in self.logit_bias]
         if self.stop:
             out["stop"] = list(self.stop)
+        for k in ("n_max", "n_min", "p_min"):
+            if getattr(self, "spec_" + k) is not None:
+                out["speculative." + k] = getattr(self, "spec_" + k)
         if self.grammar:
             out["grammar"] = self.grammar
         elif self.json_schema:
@@ -102,6 +109,11 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     context_shift: bool = False
     slot_prompt_similarity: float = 0.1
     swa_full: bool = False
+    # speculative decoding (--spec-type, --spec-ngram-simple-*)
+    spec_type: List[str] = []
+    spec_ngram_simple_size_n: int = 12
+    spec_ngram_simple_size_m: int = 48
+    spec_ngram_simple_min_hits: int = 1
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
     # --fit: a context size left unset is lowered to what fits in memory (fit.py)
@@ -212,6 +224,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             slot_save_path=self.slot_save_path, swa_full=self.swa_full,
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
             main_gpu=self.main_gpu, progress=False if self.log_disable else None,
+            speculative={"type": ",".join(self.spec_type) or "none", "ngram_size_n": self.spec_ngram_simple_size_n,
+                         "ngram_size_m": self.spec_ngram_simple_size_m, "ngram_min_hits": self.spec_ngram_simple_min_hits},
         )
 
     def resolved_ctx(self) -> int:

@@ -51,6 +51,43 @@ def generation_defaults() -> Dict[str, Any]:
     once, in the core)."""
     return {name: default for name, _kind, _group, default, _help in _core.generation_fields()}
 
+
+_SPEC_KEYS = ("type", "ngram_size_n", "ngram_size_m", "ngram_min_hits")
+
+
+def _spec_config(spec) -> tuple:
+    """`Engine(speculative=...)` as the core's (type, n-gram size n, size m, min hits)."""
+    if spec is None or spec is False:
+        return ("none", 12, 48, 1)
+    if isinstance(spec, str):
+        spec = {"type": spec}
+    if not isinstance(spec, dict):
+        raise InvalidRequestError("speculative: must be a type name (e.g. 'ngram-simple') or a dict")
+    unknown = set(spec) - set(_SPEC_KEYS)
+    if unknown:
+        raise InvalidRequestError(f"speculative: unknown key(s) {', '.join(sorted(unknown))} (keys: {', '.join(_SPEC_KEYS)})")
+    out = [spec.get("type", "ngram-simple"), spec.get("ngram_size_n", 12), spec.get("ngram_size_m", 48), spec.get("ngram_min_hits", 1)]
+    for k, v in zip(_SPEC_KEYS[1:], out[1:]):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InvalidRequestError(f"speculative: {k} must be an integer >= 0, got {v!r}")
+    if not isinstance(out[0], str):
+        raise InvalidRequestError("speculative: type must be a string such as 'ngram-simple'")
+    return tuple(out)
+
+
+def _spec_fields(spec) -> dict:
+    """A call's `speculative=` as the request fields `speculative.n_max` / `.n_min` / `.p_min`."""
+    if spec is None or spec is True:
+        return {}
+    if spec is False:
+        return {"speculative.n_max": 0}
+    if not isinstance(spec, dict):
+        raise InvalidRequestError("speculative: must be a dict with n_max / n_min / p_min, or False")
+    unknown = set(spec) - {"n_max", "n_min", "p_min"}
+    if unknown:
+        raise InvalidRequestError(f"speculative: unknown key(s) {', '.join(sorted(unknown))} (keys: n_max, n_min, p_min)")
+    return {f"speculative.{k}": v for k, v in spec.items()}
+
 class Engine:
     """A loaded GGUF model served by a batching loop on its own thread.
 
@@ -65,6 +102,11 @@ class Engine:
     `n_gpu_layers` (a count, 'auto' or 'all', as llama.cpp's `-ngl`) offloads the output
     layer and the last layers to a GPU through wgpu; `device` names one of
     `Engine.devices()` (software adapters such as lavapipe are used only when named).
+    `speculative` turns on speculative decoding for every request: a type of llama-server's
+    `--spec-type` ("ngram-simple": drafts looked up in the prompt and the output so far),
+    or a dict {"type", "ngram_size_n", "ngram_size_m", "ngram_min_hits"}; greedy and
+    seeded outputs stay exactly those without it. Per call, `speculative={"n_max": 8,
+    "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
     """
 
     def __init__(
@@ -85,6 +127,8 @@ class Engine:
         n_gpu_layers: Union[int, str] = 0,
         device: Optional[str] = None,
         main_gpu: int = 0,
+        speculative: Union[None, str, Dict[str, Any]] = None,
+        draft_model: Union[str, os.PathLike, None] = None,
         progress: Optional[bool] = None,
     ) -> None:
         if n_ctx < 0:
@@ -101,6 +145,10 @@ class Engine:
             raise InvalidRequestError(f"cache_reuse must be >= 0, got {cache_reuse}")
         if cache_ram < -1:
             raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
+        spec = _spec_config(speculative)
+        if draft_model is not None:
+            raise InvalidRequestError("draft_model: speculative decoding with a draft model is not built yet; "
+                                      "use speculative='ngram-simple' (drafts from the prompt and the output)")
         ngl = gpu_layers(n_gpu_layers)
         if main_gpu < 0:
             raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")
@@ -124,6 +172,7 @@ class Engine:
                 ngl,
                 device,
                 main_gpu,
+                *spec,
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:
@@ -260,6 +309,8 @@ class Engine:
         (the parameters of `stream`; the rest at their defaults, which the core defines:
         `llamars.generation_defaults()`). Bad values raise `InvalidRequestError` naming
         the field."""
+        if "speculative" in fields:
+            fields.update(_spec_fields(fields.pop("speculative")))
         return self._core.request(self._prompt_ids(prompt), fields, _names)
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:

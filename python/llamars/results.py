@@ -27,6 +27,9 @@ class Timings:
     prompt_ms: float
     predicted_n: int
     predicted_ms: float
+    #: speculative decoding: tokens drafted, and how many of them the model accepted
+    draft_n: int = 0
+    draft_n_accepted: int = 0
 
     @property
     def prompt_per_second(self) -> float:
@@ -123,7 +126,7 @@ def _result(d: dict) -> GenerationResult:
         truncated=d["truncated"],
         prompt_tokens=d["prompt_tokens"],
         seed=d["seed"],
-        timings=Timings(t["prompt_n"], t["prompt_ms"], t["predicted_n"], t["predicted_ms"]),
+        timings=Timings(t["prompt_n"], t["prompt_ms"], t["predicted_n"], t["predicted_ms"], t["draft_n"], t["draft_n_accepted"]),
         probs=d["probs"],
         tokens_cached=d["tokens_cached"],
         tokens_evaluated=d["tokens_evaluated"],

@@ -132,6 +132,8 @@ impl LoopState {
             started,
             prompt_done: None,
             n_keep,
+            draft: Vec::new(),
+            drafts: Default::default(),
         })
     }
 

@@ -150,6 +150,7 @@ impl Loop {
         batch.clear();
         let r = catch_unwind(AssertUnwindSafe(|| {
             self.st.fit_decodes();
+            self.st.make_drafts();
             let views = self.st.views();
             self.planner.plan(&views, self.st.cfg.n_ubatch, &mut batch);
             if batch.is_empty() {

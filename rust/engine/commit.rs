@@ -1,12 +1,14 @@
 //! Committing a step's results: the evaluated tokens join their slots' caches, prompt
 //! progress is reported (and sliding-window checkpoints taken), each sequence that got
 //! logits samples its next token and emits it, and finished or failed requests are
-//! released. Before planning, sequences at the end of their context are shifted or ended.
+//! released. Before planning, sequences at the end of their context are shifted or ended,
+//! and generating sequences take their drafts (speculative decoding, `speculative.rs`).
 use super::decode::StopReason;
 use super::execute::Logits;
 use super::planner::{Batch, SlotView, Work};
 use super::request::{Event, Progress};
 use super::slot::MAX_CHECKPOINTS;
+use super::speculative::SpecKind;
 use super::state::LoopState;
 use crate::error::Error;
 use crate::kv_cache::Checkpoint;
@@ -39,6 +41,37 @@ impl LoopState {
         }
     }
 
+    /// Before planning: each generating sequence's draft for the next step, within what it
+    /// may still generate, what its context holds (a draft never writes a position that
+    /// one-token decoding would not reach) and one micro-batch.
+    pub fn make_drafts(&mut self) {
+        let spec = self.cfg.spec;
+        if spec.kind == SpecKind::None {
+            return;
+        }
+        let n_ctx = self.kv.slot_ctx;
+        let per_pass = self.cfg.n_ubatch.saturating_sub(1);
+        for s in &mut self.slots {
+            let n_past = s.cells.n_past();
+            let Some(t) = s.task.as_mut() else { continue };
+            t.draft.clear();
+            if t.pending.is_none() {
+                continue;
+            }
+            let sp = t.dec.params.spec;
+            // k drafts can give k + 1 tokens; the pending one is already counted
+            let to_generate = t.dec.params.max_tokens.map_or(usize::MAX, |m| m.saturating_sub(t.dec.tokens.len() + 1));
+            let max = sp.n_max.min(per_pass).min(n_ctx.saturating_sub(n_past + 2)).min(to_generate);
+            if max == 0 {
+                continue;
+            }
+            let d = spec.draft(&t.prompt, &t.dec.tokens, max);
+            if d.len() >= sp.n_min.min(sp.n_max).max(1) {
+                t.draft = d;
+            }
+        }
+    }
+
     /// What each slot needs from the next forward pass, for the planner.
     pub fn views(&self) -> Vec<SlotView<'_>> {
         self.slots
@@ -46,7 +79,7 @@ impl LoopState {
             .map(|s| {
                 let work = match &s.task {
                     Some(t) => match t.pending {
-                        Some(tok) => Work::Decode(tok),
+                        Some(token) => Work::Decode { token, draft: &t.draft },
                         None if t.prompt_done.is_none() => Work::Prompt { prompt: &t.prompt, started: t.started },
                         None => Work::Idle,
                     },
@@ -67,9 +100,14 @@ impl LoopState {
         let mut row = 0;
         let mut done: Vec<(usize, Option<Error>)> = Vec::new();
         for (i, sp) in batch.spans.iter().enumerate() {
-            let outcome = logits.span(i, row, nv);
-            if sp.logits != LogitRows::None && matches!(logits, Logits::Batch(_)) {
-                row += 1;
+            let rows = match sp.logits {
+                LogitRows::None => 0,
+                LogitRows::Last => 1,
+                LogitRows::All => sp.n,
+            };
+            let outcome = logits.span(i, row, rows, nv);
+            if matches!(logits, Logits::Batch(_)) {
+                row += rows;
             }
             let l = match outcome {
                 Err(e) => {
@@ -108,21 +146,43 @@ impl LoopState {
                 }
             }
             let Some(l) = l else { continue };
-            t.pending = None;
+            let was_decode = t.pending.take().is_some();
             if t.prompt_done.is_none() {
                 t.prompt_done = Some(Instant::now());
             }
-            let ev = t.dec.step(&engine.tokenizer, l);
-            let alive = match ev {
-                Some(ev) if !t.req.params.quiet => t.req.send(Event::Token(ev)),
-                _ => true,
-            };
+            // one row per evaluated token of a decode span: the pending token's, then each
+            // drafted token's (speculative decoding: `speculative.rs`)
+            let drafted = if was_decode { &batch.span_tokens(i)[1..] } else { &[][..] };
+            let mut alive = true;
+            let mut accepted = 0;
+            for r in l.chunks_exact(nv) {
+                let ev = t.dec.step(&engine.tokenizer, r);
+                alive = match ev {
+                    Some(ev) if !t.req.params.quiet => t.req.send(Event::Token(ev)),
+                    _ => true,
+                };
+                if !alive || t.dec.is_done() || t.dec.tokens.last() != drafted.get(accepted) {
+                    break;
+                }
+                accepted += 1;
+            }
+            if !drafted.is_empty() {
+                t.drafts.drafted += drafted.len();
+                t.drafts.accepted += accepted;
+                self.metrics.n_draft_steps_total += 1;
+                self.metrics.n_drafted_total += drafted.len() as u64;
+                self.metrics.n_drafted_accepted_total += accepted as u64;
+            }
             if !alive {
                 done.push((sp.slot, Some(Error::Cancelled)));
             } else if t.dec.is_done() {
                 done.push((sp.slot, None));
             } else {
                 t.pending = t.dec.tokens.last().copied();
+            }
+            if accepted < drafted.len() {
+                // the rejected drafts' rows leave the cache
+                s.truncate(sp.pos0 + 1 + accepted);
             }
         }
         for (si, err) in done {

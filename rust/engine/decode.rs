@@ -1,4 +1,5 @@
 //! Per-request generation state: parameters, sampler, stop strings and streamed text.
+use super::speculative::SpecParams;
 use super::stop::{StopCheck, StopMatcher};
 use crate::grammar::{Grammar, GrammarSpec};
 use crate::sampling::{top_logprobs, Sampler, SamplingParams};
@@ -30,6 +31,8 @@ pub struct GenParams {
     /// Special tokens whose text goes into the output (llama-server's `preserved_tokens`:
     /// a chat format's markup); texts that are not one token of the vocabulary are ignored.
     pub preserved_tokens: Vec<String>,
+    /// Speculative decoding's per-request limits (`speculative.*`).
+    pub spec: SpecParams,
 }
 
 impl Default for GenParams {
@@ -46,6 +49,7 @@ impl Default for GenParams {
             grammar: None,
             grammar_triggers: Vec::new(),
             preserved_tokens: Vec::new(),
+            spec: SpecParams::default(),
         }
     }
 }
@@ -92,6 +96,9 @@ pub struct Timings {
     pub prompt_ms: f64,
     pub predicted_n: usize,
     pub predicted_ms: f64,
+    /// Tokens drafted for speculative decoding, and how many of them the model accepted.
+    pub draft_n: usize,
+    pub draft_n_accepted: usize,
 }
 
 /// Turns each step's logits into a token and the text that became safe to show:

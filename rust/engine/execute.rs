@@ -12,18 +12,19 @@ use crate::model::{LogitRows, State};
 
 /// Logits of a step: the batch's rows in span order, or per span when it had to be split.
 pub enum Logits<'a> {
-    /// One row per span that asked for logits, in span order.
+    /// The rows of the spans that asked for logits (one, or every token's), in span order.
     Batch(&'a [f32]),
     /// Per span: its logits row (if it asked for one), or its error.
     PerSpan(Vec<Result<Vec<f32>>>),
 }
 
 impl Logits<'_> {
-    /// Span `i`'s outcome: Ok(Some(row)) when it has logits, Ok(None) when it asked for
-    /// none, Err when it failed. `row` counts the earlier spans that had logits.
-    pub fn span(&self, i: usize, row: usize, n_vocab: usize) -> std::result::Result<Option<&[f32]>, &Error> {
+    /// Span `i`'s outcome: Ok(Some(rows)) when it has logits (`rows` of them), Ok(None) when
+    /// it asked for none, Err when it failed. `row` counts the earlier spans' rows.
+    pub fn span(&self, i: usize, row: usize, rows: usize, n_vocab: usize) -> std::result::Result<Option<&[f32]>, &Error> {
         match self {
-            Logits::Batch(l) => Ok(l.get(row * n_vocab..(row + 1) * n_vocab)),
+            Logits::Batch(_) if rows == 0 => Ok(None),
+            Logits::Batch(l) => Ok(l.get(row * n_vocab..(row + rows) * n_vocab)),
             Logits::PerSpan(v) => match &v[i] {
                 Ok(l) if l.is_empty() => Ok(None),
                 Ok(l) => Ok(Some(&l[..])),

@@ -12,6 +12,7 @@
 //! `max_tokens` → `n_predict` for llama-server's routes).
 use super::decode::GenParams;
 use super::request::RequestParams;
+use super::speculative::MAX_DRAFT;
 use crate::error::{Error, Result};
 use crate::grammar::GrammarSpec;
 use crate::sampling::{parse_sampler_names, parse_sampling_seq, SamplingParams};
@@ -359,6 +360,13 @@ pub static FIELDS: &[Field] = &[
     field!("preserved_tokens", StrList, Sampling, "special tokens written into the output text (a chat format's markup)",
         |p, v, _c| { let w = strings(v)?; if w.len() > MAX_PRESERVED { return Err(format!("at most {MAX_PRESERVED} tokens")); } p.gen.preserved_tokens = w },
         |p| &p.gen.preserved_tokens),
+    field!("speculative.n_max", Int, Sampling, "most drafted tokens verified per step (0: no speculative decoding)",
+        |p, v, _c| p.gen.spec.n_max = int_in(v, 0, MAX_DRAFT as i64)? as usize, |p| p.gen.spec.n_max),
+    field!("speculative.n_min", Int, Sampling, "shorter drafts are not verified",
+        |p, v, _c| p.gen.spec.n_min = int_in(v, 0, MAX_DRAFT as i64)? as usize, |p| p.gen.spec.n_min),
+    field!("speculative.p_min", Float, Sampling, "a draft model's least probability for a drafted token",
+        |p, v, _c| p.gen.spec.p_min = { let x = float(v)?; if !(0.0..=1.0).contains(&x) { return Err(format!("must be in [0, 1], got {x}")); } x },
+        |p| f32v(p.gen.spec.p_min)),
 ];
 
 /// Most preserved tokens a request may name (each is looked up in the vocabulary).

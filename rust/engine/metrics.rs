@@ -16,6 +16,10 @@ pub struct Metrics {
     /// Batched forward passes, and the sum over them of the slots they served.
     pub n_decode_total: u64,
     pub n_busy_slots_total: u64,
+    /// Speculative decoding: verification steps, drafted tokens, accepted drafted tokens.
+    pub n_draft_steps_total: u64,
+    pub n_drafted_total: u64,
+    pub n_drafted_accepted_total: u64,
     pub n_requests_total: u64,
     pub requests_processing: usize,
     pub requests_deferred: usize,

@@ -1,6 +1,7 @@
 //! What passes between the callers' threads and the engine loop: the scheduler's
 //! configuration, the command queue (requests, cancellations, slot actions), the shared
 //! flags (shutdown, a dead loop), the published snapshot, and the faults tests inject.
+use super::speculative::SpecConfig;
 use super::metrics::Snapshot;
 use super::request::Request;
 use crate::error::{Error, Result};
@@ -27,6 +28,8 @@ pub struct SchedConfig {
     pub slot_save_path: Option<PathBuf>,
     /// Keep every position on sliding-window layers too (no ring).
     pub swa_full: bool,
+    /// Speculative decoding (`--spec-type` and its parameters).
+    pub spec: SpecConfig,
 }
 
 impl Default for SchedConfig {
@@ -40,6 +43,7 @@ impl Default for SchedConfig {
             context_shift: false,
             slot_save_path: None,
             swa_full: false,
+            spec: SpecConfig::default(),
         }
     }
 }

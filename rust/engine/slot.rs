@@ -3,6 +3,7 @@
 //! is most similar to the new one (above a threshold), else the least recently used.
 use super::decode::Decoder;
 use super::request::Request;
+use super::speculative::DraftStats;
 use crate::kv_cache::{Checkpoint, SeqCells};
 use std::time::Instant;
 
@@ -20,6 +21,9 @@ pub struct Task {
     /// When the prompt's logits came back (first token sampled).
     pub prompt_done: Option<Instant>,
     pub n_keep: usize,
+    /// Drafted tokens to verify after `pending` in the next forward pass (speculative decoding).
+    pub draft: Vec<u32>,
+    pub drafts: DraftStats,
 }
 
 impl Task {

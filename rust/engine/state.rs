@@ -84,7 +84,7 @@ impl LoopState {
             probs: std::mem::take(&mut t.dec.probs),
             tokens_cached: t.tokens_cached,
             tokens_evaluated: t.n_prompt,
-            timings: Timings { prompt_n: evaluated, prompt_ms, predicted_n: n_decoded, predicted_ms },
+            timings: Timings { prompt_n: evaluated, prompt_ms, predicted_n: n_decoded, predicted_ms, draft_n: t.drafts.drafted, draft_n_accepted: t.drafts.accepted },
             seed: t.dec.seed(),
             id_slot: si,
             n_ctx,

@@ -45,6 +45,8 @@ fn final_dict<'py>(py: Python<'py>, f: &Final) -> PyResult<Bound<'py, PyDict>> {
     t.set_item("prompt_ms", f.timings.prompt_ms)?;
     t.set_item("predicted_n", f.timings.predicted_n)?;
     t.set_item("predicted_ms", f.timings.predicted_ms)?;
+    t.set_item("draft_n", f.timings.draft_n)?;
+    t.set_item("draft_n_accepted", f.timings.draft_n_accepted)?;
     d.set_item("timings", t)?;
     Ok(d)
 }

@@ -36,11 +36,19 @@ _TYPES: Dict[str, Any] = {
 #: documents them (`rust/engine/fields.rs`).
 SAMPLING_FIELDS = tuple(name for name, _kind, group, _default, _doc in _core.generation_fields() if group == "sampling")
 
+
+def attr(name: str) -> str:
+    """The Python attribute of a field (llama-server's dotted names, e.g. `speculative.n_max`,
+    are `speculative_n_max` on the struct and keep their name in JSON)."""
+    return name.replace(".", "_")
+
+
 Sampling = msgspec.defstruct(
     "Sampling",
-    [(name, Optional[_TYPES[kind]], None) for name, kind, group, _default, _doc in _core.generation_fields() if group == "sampling"],
+    [(attr(name), Optional[_TYPES[kind]], None) for name, kind, group, _default, _doc in _core.generation_fields() if group == "sampling"],
     kw_only=True,
     forbid_unknown_fields=False,
+    rename={attr(n): n for n in SAMPLING_FIELDS if attr(n) != n},
     module=__name__,
 )
 

@@ -14,7 +14,7 @@ from ..async_engine import AsyncEngine
 from ..chat.plan import ChatPlan, plan_chat
 from ..config import ServerConfig
 from ..engine import Engine
-from ..schemas.native import SAMPLING_FIELDS, Prompt, PromptObject, Sampling
+from ..schemas.native import SAMPLING_FIELDS, Prompt, PromptObject, Sampling, attr
 from ..tools.spec import ToolSpecError
 from .errors import ApiError
 from .logline import LogLine
@@ -177,7 +177,7 @@ class Service:
         the request's sampling fields, then the route's own (`extra`; None = not set)."""
         f = self.config.sampling.fields()
         server_constraint = {k: f.pop(k) for k in ("grammar", "json_schema") if k in f}
-        given = {k: getattr(r, k) for k in SAMPLING_FIELDS if getattr(r, k) is not None}
+        given = {k: getattr(r, attr(k)) for k in SAMPLING_FIELDS if getattr(r, attr(k)) is not None}
         if isinstance(given.get("logit_bias"), (dict, list)) and not given["logit_bias"]:
             given.pop("logit_bias")
         f.update(given)

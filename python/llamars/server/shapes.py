@@ -9,7 +9,7 @@ from ..results import GenerationResult
 
 def timings(r: GenerationResult) -> dict:
     t = r.timings
-    return {
+    out = {
         "cache_n": r.tokens_cached,
         "prompt_n": t.prompt_n,
         "prompt_ms": t.prompt_ms,
@@ -20,6 +20,9 @@ def timings(r: GenerationResult) -> dict:
         "predicted_per_token_ms": t.predicted_ms / t.predicted_n if t.predicted_n else 0.0,
         "predicted_per_second": t.predicted_per_second,
     }
+    if t.draft_n > 0:  # as llama-server: only when speculative decoding drafted something
+        out.update(draft_n=t.draft_n, draft_n_accepted=t.draft_n_accepted)
+    return out
 
 
 def running_timings(progress: dict, predicted_n: int, elapsed_ms: float) -> dict:
@@ -100,6 +103,7 @@ def settings(s: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> d
         "cache_prompt": s["cache_prompt"],
         "id_slot": s["id_slot"],
         "samplers": s["samplers"],
+        **{k: s[k] for k in ("speculative.n_max", "speculative.n_min", "speculative.p_min")},
         "grammar": s["grammar"],
         "json_schema": s["json_schema"] if s["json_schema"] is not None else "",
         "stream": False,

@@ -22,10 +22,11 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
         return error_response(501, "this server does not expose slots; start it without --no-slots", "not_supported_error")
     e = svc.need()
     params = svc.default_settings()
+    spec = e.info["spec_type"] != "none"
     out = []
     for s in e.slots():
         if s["id_task"] is None and not s["is_processing"]:  # never used: llama-server lists only these
-            out.append({"id": s["id"], "n_ctx": s["n_ctx"], "speculative": False, "is_processing": False})
+            out.append({"id": s["id"], "n_ctx": s["n_ctx"], "speculative": spec, "is_processing": False})
             continue
         busy = s["is_processing"]
         out.append(
@@ -33,7 +34,7 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "id": s["id"],
                 "id_task": s["id_task"] if s["id_task"] is not None else -1,
                 "n_ctx": s["n_ctx"],
-                "speculative": False,
+                "speculative": spec,
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
                 # as llama-server's: n_prompt_tokens is what the slot's cache holds (the
@@ -101,8 +102,7 @@ def metrics(svc: NamedDependency[Service]) -> Response:
     m = svc.need().metrics()
     pt, ps = m["prompt_tokens_total"], m["prompt_seconds_total"]
     gt, gs = m["tokens_predicted_total"], m["tokens_predicted_seconds_total"]
-    # llama-server's series, names, help texts and order (2026); the speculative-decoding
-    # counters are 0 (llamars does not speculate yet); the KV-cache gauges are llamars's own
+    # llama-server's series, names, help texts and order (2026); the KV-cache gauges are llamars's own
     rows = [
         ("counter", "prompt_tokens_total", "Number of prompt tokens processed, excluding cached tokens", pt),
         ("counter", "prompt_tokens_cached_total", "Number of prompt tokens reused from the cache",
@@ -113,9 +113,11 @@ def metrics(svc: NamedDependency[Service]) -> Response:
         ("counter", "n_decode_total", "Total number of llama_decode() calls, excluding speculative decoding and "
          "multimodal decoding", m["n_decode_total"]),
         ("counter", "n_tokens_max", "Largest observed sequence length (prompt + generation)", m.get("n_tokens_max", 0)),
-        ("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", 0),
-        ("counter", "spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model", 0),
-        ("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps", 0),
+        ("counter", "spec_decode_num_draft_tokens_total", "Speculative: Total draft tokens generated", m["n_drafted_total"]),
+        ("counter", "spec_decode_num_accepted_tokens_total", "Speculative: Total draft tokens accepted by the target model",
+         m["n_drafted_accepted_total"]),
+        ("counter", "spec_decode_num_drafts_total", "Speculative: Total speculative decoding verification steps",
+         m["n_draft_steps_total"]),
         ("gauge", "prompt_tokens_seconds", "Average prompt throughput in tokens/s", pt / ps if ps else 0.0),
         ("gauge", "predicted_tokens_seconds", "Average generation throughput in tokens/s", gt / gs if gs else 0.0),
         ("gauge", "requests_processing", "Number of requests processing", m["requests_processing"]),

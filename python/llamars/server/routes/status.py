@@ -31,7 +31,7 @@ def props(svc: NamedDependency[Service]) -> dict:
         "default_generation_settings": {
             "id": 0,
             "n_ctx": e.n_ctx_slot,
-            "speculative": False,
+            "speculative": i["spec_type"] != "none",
             "is_processing": False,
             "params": svc.default_settings(),
         },

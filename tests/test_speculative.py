@@ -1,0 +1,203 @@
+"""Speculative decoding (n-gram lookup): drafts verified in the engine loop never change a
+token. Greedy and seeded outputs equal those without speculation (alone and under
+concurrent streams), a rejected draft leaves the cache holding exactly the accepted tokens
+(slot files compared byte for byte, sliding-window ring included), the counters report
+what was drafted and accepted, and the server's flags, fields, /slots and /metrics speak
+llama-server's names."""
+from __future__ import annotations
+
+import collections
+
+import httpx
+import pytest
+from server_util import LiveServer
+
+import tiny_archs as ta
+from llamars import Engine, InvalidRequestError
+from llamars.cli_parse import CLIError, parse_args
+from llamars.server.app import create_app
+
+# input-grounded prompts (the output quotes the input) and ordinary ones
+PROMPTS = [
+    "Copy the list exactly.\nList: apples, pears, plums, cherries, grapes, lemons, limes.\nCopy: apples, pears,",
+    "def add(a, b):\n    return a + b\n\n\ndef add(a, b):\n    return",
+    "The quick brown fox jumps over the lazy dog. The quick brown fox jumps over the lazy dog. The quick",
+    "Question: What is the capital of France?\nAnswer:",
+    "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
+    "Once upon a time",
+]
+SPEC = {"type": "ngram-simple", "ngram_size_n": 2, "ngram_size_m": 16}
+
+
+def _gen(e: Engine, prompt, **kw):
+    kw = {"max_tokens": 40, "temperature": 0.0, "cache_prompt": False, "ignore_eos": True, **kw}
+    return e.generate(prompt, **kw)
+
+
+@pytest.fixture(scope="module")
+def engines(model_path):
+    plain = Engine(model_path, n_ctx=2048, n_parallel=4)
+    spec = Engine(model_path, n_ctx=2048, n_parallel=4, speculative=SPEC)
+    yield plain, spec
+    plain.close()
+    spec.close()
+
+
+def test_greedy_tokens_equal_without_speculation(engines):
+    plain, spec = engines
+    drafted = accepted = 0
+    for p in PROMPTS:
+        a, b = _gen(plain, p, n_probs=3), _gen(spec, p, n_probs=3)
+        assert b.tokens == a.tokens, p
+        # the logits' bits too: the reported log-probabilities are the same floats
+        assert repr(b.probs) == repr(a.probs), p
+        assert a.timings.draft_n == 0
+        drafted += b.timings.draft_n
+        accepted += b.timings.draft_n_accepted
+    assert drafted > 0 and 0 < accepted <= drafted
+    m = spec.metrics()
+    assert m["n_drafted_total"] >= drafted and m["n_drafted_accepted_total"] >= accepted and m["n_draft_steps_total"] > 0
+    # fewer forward passes than generated tokens: accepted drafts came in the same pass
+    assert m["n_decode_total"] < m["tokens_predicted_total"]
+
+
+def test_concurrent_streams_equal_serial_plain_runs(engines):
+    plain, spec = engines
+    want = [_gen(plain, p).tokens for p in PROMPTS[:4]]
+    reqs = [spec.request(p, max_tokens=40, temperature=0.0, cache_prompt=False, ignore_eos=True) for p in PROMPTS[:4]]
+    streams = [spec.submit(r, quiet=True) for r in reqs]
+    for i, s in enumerate(streams):
+        for _ in s:
+            pass
+        assert s.result.tokens == want[i], PROMPTS[i]
+
+
+def test_reference_prompts_under_eight_streams_give_llama_cpp_tokens(model_path, reference):
+    """The 12 reference prompts, 8 at a time, with speculation: each greedy continuation is
+    llama.cpp's (one-token decoding there)."""
+    e = Engine(model_path, n_ctx=8 * 256, n_parallel=8, speculative=SPEC)
+    try:
+        refs = reference["greedy"]
+        reqs = [e.request(g["prompt_tokens"], max_tokens=len(g["generated_tokens"]), temperature=0.0, cache_prompt=False)
+                for g in refs]
+        streams = [e.submit(r, quiet=True) for r in reqs]
+        for g, s in zip(refs, streams):
+            for _ in s:
+                pass
+            assert s.result.tokens == g["generated_tokens"], g["prompt"]
+        m = e.metrics()
+        assert m["n_drafted_total"] > 0 and m["n_busy_slots_total"] > m["n_decode_total"]
+    finally:
+        e.close()
+
+
+def test_seeded_sampling_equals_the_plain_draws(engines):
+    """Each committed token is the sampler's draw from the target's logits for its prefix,
+    with the same random numbers: seeded outputs are identical, so the distribution at
+    every step is the target's. The chi-square statistic of the token counts at step 3
+    over many seeds is therefore 0 (and the test would see any drift)."""
+    plain, spec = engines
+    prompt = PROMPTS[2]
+    counts = {"plain": collections.Counter(), "spec": collections.Counter()}
+    drafted = 0
+    for seed in range(40):
+        kw = dict(temperature=0.9, top_k=20, seed=seed, max_tokens=12)
+        a, b = _gen(plain, prompt, **kw), _gen(spec, prompt, **kw)
+        assert b.tokens == a.tokens, seed
+        counts["plain"][a.tokens[3]] += 1
+        counts["spec"][b.tokens[3]] += 1
+        drafted += b.timings.draft_n
+    assert drafted > 0
+    keys = set(counts["plain"]) | set(counts["spec"])
+    chi2 = sum((counts["spec"][k] - counts["plain"][k]) ** 2 / max(counts["plain"][k], 1) for k in keys)
+    assert chi2 == 0.0
+
+
+def test_per_request_limits_and_turning_it_off(engines):
+    _, spec = engines
+    p = PROMPTS[2]
+    off = _gen(spec, p, speculative=False)
+    assert off.timings.draft_n == 0
+    one = _gen(spec, p, speculative={"n_max": 1})
+    assert one.tokens == off.tokens
+    assert 0 < one.timings.draft_n <= one.timings.predicted_n  # at most one per step
+    # n_min above any draft: nothing verified
+    assert _gen(spec, p, speculative={"n_min": 200, "n_max": 200}).timings.draft_n == 0
+    # the dotted names llama-server's bodies use
+    r = spec.request(p, **{"speculative.n_max": 4, "speculative.p_min": 0.5})
+    assert r.settings()["speculative.n_max"] == 4
+    with pytest.raises(InvalidRequestError, match=r"speculative\.n_max: must be within \[0, 256\]"):
+        spec.request(p, **{"speculative.n_max": -1})
+    with pytest.raises(InvalidRequestError, match="unknown key"):
+        spec.request(p, speculative={"n_maxx": 3})
+
+
+def test_engine_refuses_what_it_does_not_run(model_path):
+    with pytest.raises(InvalidRequestError, match="'draft-mtp' needs a draft model"):
+        Engine(model_path, speculative="draft-mtp")
+    with pytest.raises(InvalidRequestError, match="unknown speculative decoding type"):
+        Engine(model_path, speculative="ngram-bogus")
+    with pytest.raises(InvalidRequestError, match="draft_model: speculative decoding with a draft model is not built"):
+        Engine(model_path, draft_model=model_path)
+
+
+def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
+    """A tiny gemma2 (sliding window 4 on every other layer: the ring) sampled at
+    temperature 1, so that most drafts are rejected: the saved slots of a speculative and a
+    plain run are the same bytes."""
+    path = tmp_path / "gemma2.gguf"
+    ta.write_model(path, "gemma2", "Q8_0", seed=3)
+    files = {}
+    stats = None
+    for name, spec in (("plain", None), ("spec", {"type": "ngram-simple", "ngram_size_n": 1, "ngram_size_m": 6})):
+        e = Engine(str(path), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), speculative=spec)
+        try:
+            r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                           seed=7, ignore_eos=True, id_slot=0)
+            files[name] = (r.tokens, e.slot_save(0, f"{name}.bin"))
+            if spec:
+                stats = (r.timings.draft_n, r.timings.draft_n_accepted)
+        finally:
+            e.close()
+    assert files["spec"][0] == files["plain"][0]
+    assert files["spec"][1]["n_tokens"] == files["plain"][1]["n_tokens"] == 10 + 59
+    assert stats[0] > stats[1], f"no draft was rejected: {stats}"
+    assert (tmp_path / "spec.bin").read_bytes() == (tmp_path / "plain.bin").read_bytes()
+
+
+def test_server_flags_fields_slots_and_metrics(model_path):
+    with pytest.raises(CLIError, match="'draft-simple' needs a draft model"):
+        parse_args(["-m", model_path, "--spec-type", "draft-simple"])
+    with pytest.raises(CLIError, match="ngram-mod' is not built yet"):
+        parse_args(["-m", model_path, "--spec-type", "ngram-mod"])
+    with pytest.raises(CLIError, match="-md: speculative decoding with a draft model is not available"):
+        parse_args(["-m", model_path, "-md", model_path])
+    c = parse_args(["-m", model_path, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2",
+                    "--spec-draft-n-max", "8"], env={})
+    assert c.spec_type == ["ngram-simple"] and c.spec_ngram_simple_size_n == 2
+    assert c.sampling.fields()["speculative.n_max"] == 8
+    c = parse_args(["-m", model_path], env={"LLAMA_ARG_SPEC_TYPE": "ngram-simple"})
+    assert c.spec_type == ["ngram-simple"]
+
+    config = parse_args(["-m", model_path, "-c", "1024", "-np", "1", "--spec-type", "ngram-simple",
+                         "--spec-ngram-simple-size-n", "2", "--spec-draft-n-max", "8", "--metrics"], env={})
+    s = LiveServer(create_app(config)).start()
+    try:
+        with httpx.Client(base_url=s.url, timeout=120) as c:
+            body = {"prompt": PROMPTS[2], "n_predict": 24, "temperature": 0, "cache_prompt": False}
+            r = c.post("/completion", json=body).json()
+            t = r["timings"]
+            assert 0 < t["draft_n_accepted"] <= t["draft_n"]
+            assert r["generation_settings"]["speculative.n_max"] == 8
+            off = c.post("/completion", json={**body, "speculative.n_max": 0}).json()
+            assert off["content"] == r["content"] and "draft_n" not in off["timings"]
+            bad = c.post("/completion", json={**body, "speculative.n_min": "x"})
+            assert bad.status_code == 400 and "speculative.n_min" in bad.json()["error"]["message"]
+            assert c.get("/slots").json()[0]["speculative"] is True
+            assert c.get("/props").json()["default_generation_settings"]["speculative"] is True
+            metrics = c.get("/metrics").text
+            drafted = next(float(ln.split()[-1]) for ln in metrics.splitlines()
+                           if ln.startswith("llamacpp:spec_decode_num_draft_tokens_total"))
+            assert drafted == t["draft_n"]
+    finally:
+        s.stop()
