@@ -146,6 +146,25 @@ def test_tiny_models_partial_offload_and_decode(tiny, device, arch):
     assert b.tokens == [int(t) for t in full[len(ids) - 1 : -1].argmax(-1)]
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_speculative_decoding_on_the_device(tiny, device, arch):
+    """n-gram drafts verified on the device (its KV cache cut back after rejections): the
+    same tokens as plain decoding on the device, greedy and seeded."""
+    p = tiny(arch, "Q8_0")
+    spec = {"type": "ngram-simple", "ngram_size_n": 1, "ngram_size_m": 6}
+    plain = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device)
+    fast = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device, speculative=spec)
+    prompt = [1, 5, 9, 5, 9, 7, 5, 9, 11, 5]
+    drafted = accepted = 0
+    for kw in (dict(temperature=0.0), dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)):
+        a = plain.generate(prompt, max_tokens=40, ignore_eos=True, **kw)
+        b = fast.generate(prompt, max_tokens=40, ignore_eos=True, **kw)
+        assert b.tokens == a.tokens, kw
+        drafted += b.timings.draft_n
+        accepted += b.timings.draft_n_accepted
+    assert drafted > accepted > 0, (drafted, accepted)
+
+
 def test_ngl_zero_and_bad_arguments(tiny, device):
     p = tiny("llama", "F32")
     e = llamars.Engine(p, n_ctx=64, n_threads=1, n_gpu_layers=0, device=device)
