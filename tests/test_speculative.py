@@ -180,11 +180,12 @@ def test_server_flags_fields_slots_and_metrics(model_path):
     assert c.spec_type == ["ngram-simple"]
 
     config = parse_args(["-m", model_path, "-c", "1024", "-np", "1", "--spec-type", "ngram-simple",
-                         "--spec-ngram-simple-size-n", "2", "--spec-draft-n-max", "8", "--metrics"], env={})
+                         "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8", "--spec-draft-n-max", "8",
+                         "--metrics"], env={})
     s = LiveServer(create_app(config)).start()
     try:
         with httpx.Client(base_url=s.url, timeout=120) as c:
-            body = {"prompt": PROMPTS[2], "n_predict": 24, "temperature": 0, "cache_prompt": False}
+            body = {"prompt": PROMPTS[2], "n_predict": 32, "temperature": 0, "cache_prompt": False}
             r = c.post("/completion", json=body).json()
             t = r["timings"]
             assert 0 < t["draft_n_accepted"] <= t["draft_n"]

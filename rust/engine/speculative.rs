@@ -110,36 +110,42 @@ pub struct DraftStats {
     pub accepted: usize,
 }
 
-/// `ngram-simple`: the tokens that followed the most recent earlier occurrence of the last
-/// `n` tokens of `history`, at most `max` of them; empty when the n-gram occurred fewer than
-/// `min_hits` times before (or `history` is shorter than n + 1).
-pub fn ngram_simple(history: &[u32], n: usize, max: usize, min_hits: usize) -> Vec<u32> {
-    let len = history.len();
-    if n == 0 || max == 0 || len <= n {
+/// `ngram-simple`, as llama.cpp's `common_ngram_simple_draft`: `history` is the sequence so
+/// far with its sampled, not yet evaluated token last; its last `n` tokens (the key) are
+/// looked up earlier in the sequence (most recent occurrence first, ending at least one
+/// token before the key starts, position 0 excluded), and up to `m` of the tokens that
+/// followed it (and precede the sampled one) are the draft. Nothing while the sequence
+/// holds n + m + 1 tokens or fewer before the sampled one, and nothing shorter than `n`.
+/// `min_hits` occurrences are needed (llama.cpp's simple mode takes the first: 1).
+pub fn ngram_simple(history: &[u32], n: usize, m: usize, min_hits: usize) -> Vec<u32> {
+    let Some(cur) = history.len().checked_sub(1) else { return Vec::new() };
+    if n == 0 || cur <= n + m + 1 {
         return Vec::new();
     }
-    let key = &history[len - n..];
+    let key = &history[history.len() - n..];
     let mut hits = 0;
-    let mut best = None;
-    // earlier occurrences end before the key itself; the most recent one drafts
-    for start in (0..len - n).rev() {
-        if &history[start..start + n] == key {
+    let mut first = None;
+    for j in (1..cur - n).rev() {
+        if &history[j..j + n] == key {
             hits += 1;
-            best.get_or_insert(start + n);
+            first.get_or_insert(j);
             if hits >= min_hits.max(1) {
                 break;
             }
         }
     }
-    match best {
-        Some(from) if hits >= min_hits.max(1) => history[from..len.min(from + max)].to_vec(),
-        _ => Vec::new(),
+    let Some(j) = first.filter(|_| hits >= min_hits.max(1)) else { return Vec::new() };
+    let copy = m.min(cur - (j + n));
+    if copy < n {
+        return Vec::new();
     }
+    history[j + n..j + n + copy].to_vec()
 }
 
 impl SpecConfig {
     /// The draft for a sequence whose prompt and output so far are `prompt` and `output`
-    /// (its last token not evaluated yet), at most `max` tokens.
+    /// (its last token not evaluated yet), cut to at most `max` tokens (llama-server cuts a
+    /// draft to the request's `speculative.n_max`).
     pub fn draft(&self, prompt: &[u32], output: &[u32], max: usize) -> Vec<u32> {
         match self.kind {
             SpecKind::None => Vec::new(),
@@ -147,7 +153,9 @@ impl SpecConfig {
                 let mut h = Vec::with_capacity(prompt.len() + output.len());
                 h.extend_from_slice(prompt);
                 h.extend_from_slice(output);
-                ngram_simple(&h, self.size_n, max.min(self.size_m), self.min_hits)
+                let mut d = ngram_simple(&h, self.size_n, self.size_m, self.min_hits);
+                d.truncate(max);
+                d
             }
         }
     }
@@ -159,26 +167,29 @@ mod tests {
 
     #[test]
     fn ngram_simple_drafts_what_followed_the_last_occurrence() {
-        // "1 2 3" occurred twice; the most recent earlier one is followed by 7 8
-        let h = [1, 2, 3, 4, 5, 1, 2, 3, 7, 8, 9, 1, 2, 3];
-        assert_eq!(ngram_simple(&h, 3, 2, 1), vec![7, 8]);
-        assert_eq!(ngram_simple(&h, 3, 10, 1), vec![7, 8, 9, 1, 2, 3]);
-        // two earlier hits needed: still the most recent one drafts
-        assert_eq!(ngram_simple(&h, 3, 2, 2), vec![7, 8]);
-        assert_eq!(ngram_simple(&h, 3, 2, 3), Vec::<u32>::new());
-        // no earlier occurrence, too short a history, nothing asked
-        assert!(ngram_simple(&[1, 2, 3, 4], 2, 5, 1).is_empty());
-        assert!(ngram_simple(&[1, 2], 2, 5, 1).is_empty());
-        assert!(ngram_simple(&h, 3, 0, 1).is_empty());
-        // the draft may run up to the key itself
-        assert_eq!(ngram_simple(&[5, 5, 5], 1, 4, 1), vec![5]);
+        // key "1 2 3" (the sampled 3 last); its most recent earlier occurrence (at 5) is
+        // followed by 7 8 9 4 4 before the key
+        let h = [0, 1, 2, 3, 4, 1, 2, 3, 7, 8, 9, 4, 4, 1, 2, 3];
+        assert_eq!(ngram_simple(&h, 3, 4, 1), vec![7, 8, 9, 4]);
+        assert_eq!(ngram_simple(&h, 3, 8, 1), vec![7, 8, 9, 4, 4, 1, 2], "up to the token before the sampled one");
+        assert!(ngram_simple(&h, 3, 12, 1).is_empty(), "15 tokens before the sampled one: not more than 3 + 12 + 1");
+        assert_eq!(ngram_simple(&h, 3, 5, 1), vec![7, 8, 9, 4, 4]);
+        // two hits needed: the earlier one at 1 is counted, the most recent one drafts
+        assert_eq!(ngram_simple(&h, 3, 4, 2), vec![7, 8, 9, 4]);
+        assert!(ngram_simple(&h, 3, 4, 3).is_empty());
+        // a draft shorter than the key is none: "4 4" last occurs at 7, one token follows it
+        assert!(ngram_simple(&[0, 5, 6, 7, 8, 9, 9, 4, 4, 4, 4], 2, 3, 1).is_empty());
+        // position 0 is not searched, nor a match overlapping the key by n - 1
+        assert!(ngram_simple(&[1, 2, 5, 6, 7, 8, 9, 9, 1, 2], 2, 2, 1).is_empty());
+        assert!(ngram_simple(&[], 2, 2, 1).is_empty() && ngram_simple(&h, 0, 2, 1).is_empty());
     }
 
     #[test]
     fn config_drafts_over_prompt_and_output() {
         let c = SpecConfig { kind: SpecKind::NgramSimple, size_n: 2, size_m: 3, min_hits: 1 };
-        assert_eq!(c.draft(&[10, 11, 12, 13, 14], &[10, 11], 8), vec![12, 13, 14]);
-        assert_eq!(c.draft(&[10, 11, 12, 13, 14], &[10, 11], 2), vec![12, 13]);
+        let prompt = [0, 10, 11, 12, 13, 14, 15];
+        assert_eq!(c.draft(&prompt, &[10, 11], 8), vec![12, 13, 14]);
+        assert_eq!(c.draft(&prompt, &[10, 11], 2), vec![12, 13]);
         assert!(SpecConfig::default().draft(&[1, 1, 1], &[1], 4).is_empty());
         assert_eq!(SpecKind::parse("ngram-simple"), Some(SpecKind::NgramSimple));
         assert_eq!(SpecKind::parse("draft-mtp"), None);
