@@ -1,12 +1,13 @@
-"""Single-stream decode with speculative decoding (n-gram lookup, `--spec-type ngram-simple`)
+"""Single-stream decode with speculative decoding (n-gram lookup, `--spec-type ngram-simple`
+or another n-gram type with --spec-type)
 on input-grounded prompts, against the same server without it and against llama.cpp's
 llama-server with and without the same speculation, all in one run.
 
     python benchmarks/bench_speculative.py [MODEL.gguf] [--tg 256] [--threads 2] [--rounds 3]
-        [--spec-args "--spec-ngram-simple-size-n 12"] [--llama-server PATH]
+        [--spec-type ngram-mod] [--spec-args "--spec-ngram-simple-size-n 12"] [--llama-server PATH]
 
 Four servers run side by side on loopback (llamars-server and llama-server, each with and
-without `--spec-type ngram-simple` plus `--spec-args`), one slot each; only one works at a
+without `--spec-type TYPE` plus `--spec-args`), one slot each; only one works at a
 time. Each round sends every prompt to every server (the server order rotating by round),
 greedy, `cache_prompt` off, `n_predict` --tg; a figure is the server's own
 `timings.predicted_n / predicted_ms` (decode only, the prompt excluded). Prints per prompt
@@ -104,6 +105,7 @@ def main() -> int:
     ap.add_argument("--tg", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--spec-type", default="ngram-simple", help="the --spec-type of both servers' speculative runs")
     ap.add_argument("--spec-args", default="", help="extra flags for both servers' speculative runs")
     ap.add_argument("--llama-server", default=None)
     a = ap.parse_args()
@@ -112,7 +114,7 @@ def main() -> int:
 
         a.model = str(reference_model())
     common = ["-m", a.model, "-c", "4096", "-np", "1", "-t", str(a.threads)]
-    spec = ["--spec-type", "ngram-simple", *shlex.split(a.spec_args)]
+    spec = ["--spec-type", a.spec_type, *shlex.split(a.spec_args)]
     ours = [sys.executable, "-m", "llamars.cli", *common]
     sides = {"llamars": ours, "llamars+spec": ours + spec}
     binary = find_llama_server(a.llama_server)

@@ -151,7 +151,7 @@ def test_speculative_decoding_on_the_device(tiny, device, arch):
     """n-gram drafts verified on the device (its KV cache cut back after rejections): the
     same tokens as plain decoding on the device, greedy and seeded."""
     p = tiny(arch, "Q8_0")
-    spec = {"type": "ngram-simple", "ngram_size_n": 1, "ngram_size_m": 6}
+    spec = {"type": "ngram-simple", "ngram_simple_size_n": 1, "ngram_simple_size_m": 6}
     plain = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device)
     fast = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device, speculative=spec)
     prompt = [1, 5, 9, 5, 9, 7, 5, 9, 11, 5]

@@ -26,7 +26,7 @@ PROMPTS = [
     "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three,",
     "Once upon a time",
 ]
-SPEC = {"type": "ngram-simple", "ngram_size_n": 2, "ngram_size_m": 16}
+SPEC = {"type": "ngram-simple", "ngram_simple_size_n": 2, "ngram_simple_size_m": 16}
 
 
 def _gen(e: Engine, prompt, **kw):
@@ -139,6 +139,38 @@ def test_engine_refuses_what_it_does_not_run(model_path):
         Engine(model_path, speculative="ngram-bogus")
     with pytest.raises(InvalidRequestError, match="draft_model: speculative decoding with a draft model is not built"):
         Engine(model_path, draft_model=model_path)
+    with pytest.raises(InvalidRequestError, match="unknown speculative decoding parameter 'ngram_size_n'"):
+        Engine(model_path, speculative={"type": "ngram-simple", "ngram_size_n": 3})
+    with pytest.raises(InvalidRequestError, match="ngram_mod_n_match must be >= 1"):
+        Engine(model_path, speculative={"type": "ngram-mod", "ngram_mod_n_match": 0})
+
+
+@pytest.mark.parametrize("kind, params", [
+    ("ngram-map-k", {"ngram_map_k_size_n": 2, "ngram_map_k_size_m": 16}),
+    ("ngram-map-k4v", {"ngram_map_k4v_size_n": 2, "ngram_map_k4v_size_m": 4}),
+    ("ngram-mod", {"ngram_mod_n_match": 2, "ngram_mod_n_min": 1, "ngram_mod_n_max": 16}),
+    ("ngram-mod,ngram-map-k4v,ngram-simple", {"ngram_simple_size_n": 3, "ngram_simple_size_m": 8, "ngram_map_k4v_size_n": 2,
+                                              "ngram_map_k4v_size_m": 4, "ngram_mod_n_match": 2, "ngram_mod_n_min": 1}),
+])
+def test_every_ngram_source_drafts_and_changes_no_token(engines, model_path, kind, params):
+    """Each of llama.cpp's n-gram sources (and several at once, asked in llama.cpp's order)
+    drafts on the input-grounded prompts, and greedy outputs, with their log-probabilities,
+    are those of plain decoding."""
+    plain, _ = engines
+    e = Engine(model_path, n_ctx=1024, n_parallel=2, speculative={"type": kind, **params})
+    try:
+        assert e.info["spec_type"] == ",".join(k for k in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod")
+                                               if k in kind.split(","))
+        assert all(e.info["spec_params"][k] == v for k, v in params.items())
+        drafted = accepted = 0
+        for p in PROMPTS[:3] + PROMPTS[4:5]:
+            a, b = _gen(plain, p, n_probs=2), _gen(e, p, n_probs=2)
+            assert b.tokens == a.tokens and repr(b.probs) == repr(a.probs), (kind, p)
+            drafted += b.timings.draft_n
+            accepted += b.timings.draft_n_accepted
+        assert 0 < accepted <= drafted, (kind, drafted, accepted)
+    finally:
+        e.close()
 
 
 def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
@@ -149,7 +181,7 @@ def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
     ta.write_model(path, "gemma2", "Q8_0", seed=3)
     files = {}
     stats = None
-    for name, spec in (("plain", None), ("spec", {"type": "ngram-simple", "ngram_size_n": 1, "ngram_size_m": 6})):
+    for name, spec in (("plain", None), ("spec", {"type": "ngram-simple", "ngram_simple_size_n": 1, "ngram_simple_size_m": 6})):
         e = Engine(str(path), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), speculative=spec)
         try:
             r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
@@ -168,8 +200,8 @@ def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
 def test_server_flags_fields_slots_and_metrics(model_path):
     with pytest.raises(CLIError, match="'draft-simple' needs a draft model"):
         parse_args(["-m", model_path, "--spec-type", "draft-simple"])
-    with pytest.raises(CLIError, match="ngram-mod' is not built yet"):
-        parse_args(["-m", model_path, "--spec-type", "ngram-mod"])
+    with pytest.raises(CLIError, match="ngram-cache' is not built yet"):
+        parse_args(["-m", model_path, "--spec-type", "ngram-cache"])
     with pytest.raises(CLIError, match="-md: speculative decoding with a draft model is not available"):
         parse_args(["-m", model_path, "-md", model_path])
     c = parse_args(["-m", model_path, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2",
@@ -178,6 +210,13 @@ def test_server_flags_fields_slots_and_metrics(model_path):
     assert c.sampling.fields()["speculative.n_max"] == 8
     c = parse_args(["-m", model_path], env={"LLAMA_ARG_SPEC_TYPE": "ngram-simple"})
     assert c.spec_type == ["ngram-simple"]
+    c = parse_args(["-m", model_path, "--spec-type", "ngram-map-k4v,ngram-mod", "--spec-ngram-map-k4v-size-m", "6",
+                    "--spec-ngram-mod-n-match", "16", "--spec-ngram-map-k-min-hits", "2"], env={})
+    kw = c.engine_kwargs()["speculative"]
+    assert kw["type"] == "ngram-map-k4v,ngram-mod" and kw["ngram_map_k4v_size_m"] == 6 and kw["ngram_mod_n_match"] == 16
+    assert kw["ngram_map_k_min_hits"] == 2 and kw["ngram_simple_size_n"] == 12 and len(kw) == 13
+    with pytest.raises(CLIError, match="--spec-ngram-mod-n-match"):
+        parse_args(["-m", model_path, "--spec-ngram-mod-n-match", "0"], env={})
 
     config = parse_args(["-m", model_path, "-c", "1024", "-np", "1", "--spec-type", "ngram-simple",
                          "--spec-ngram-simple-size-n", "2", "--spec-ngram-simple-size-m", "8", "--spec-draft-n-max", "8",

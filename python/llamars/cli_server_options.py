@@ -274,10 +274,15 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
         lo=0, hi=256),
     Opt("--spec-draft-p-min, --draft-p-min", "sampling.spec_p_min", "float", "P",
         "minimum speculative decoding probability (greedy) (default: 0.00)", _E + "SPEC_DRAFT_P_MIN", X, lo=0, hi=1),
-    *(Opt(f"--spec-ngram-simple-{n}", f"spec_ngram_simple_{n.replace('-', '_')}", "int", "N", h, section=X, lo=lo)
-      for n, h, lo in (("size-n", "ngram size N for ngram-simple speculative decoding, length of lookup n-gram (default: 12)", 1),
-                       ("size-m", "ngram size M for ngram-simple speculative decoding, length of draft m-gram (default: 48)", 1),
-                       ("min-hits", "minimum hits for ngram-simple speculative decoding (default: 1)", 0))),
+    *(Opt(f"--spec-ngram-{k}-{n}", f"spec_ngram_{k}_{n}".replace("-", "_"), "int", "N", h.format(k=k), section=X, lo=lo)
+      for k in ("simple", "map-k", "map-k4v")
+      for n, h, lo in (("size-n", "ngram size N for ngram-{k} speculative decoding, length of lookup n-gram (default: 12)", 1),
+                       ("size-m", "ngram size M for ngram-{k} speculative decoding, length of draft m-gram (default: 48)", 1),
+                       ("min-hits", "minimum hits for ngram-{k} speculative decoding (default: 1)", 0))),
+    *(Opt(f"--spec-ngram-mod-{n}", f"spec_ngram_mod_{n}".replace("-", "_"), "int", "N", h, section=X, lo=lo)
+      for n, h, lo in (("n-min", "minimum number of ngram tokens to use for ngram-based speculative decoding (default: 48)", 0),
+                       ("n-max", "maximum number of ngram tokens to use for ngram-based speculative decoding (default: 64)", 1),
+                       ("n-match", "ngram-mod lookup length (default: 24)", 1))),
     *(Opt(names, names.split(", ")[0].lstrip("-").replace("-", "_"), kind, hint, h, env, X, neg=neg,
           inert="speculative decoding is not built yet")
       for names, kind, hint, h, env, neg in (
@@ -313,16 +318,7 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
          "comma-separated list of devices to use for offloading the draft model", None, ""),
         ("--spec-draft-ngl, -ngld, --gpu-layers-draft, --n-gpu-layers-draft", "ngl", "N",
          "max. number of draft model layers to store in VRAM", _E + "N_GPU_LAYERS_DRAFT", ""),
-        *((f"--spec-ngram-{n}", "int", "N", h, None, "") for n, h in (
-            ("mod-n-min", "minimum number of ngram tokens to use for ngram-based speculative decoding (default: 48)"),
-            ("mod-n-max", "maximum number of ngram tokens to use for ngram-based speculative decoding (default: 64)"),
-            ("mod-n-match", "ngram-mod lookup length (default: 24)"),
-            *((f"{k}-size-n", f"ngram size N for {k} speculative decoding, length of lookup n-gram (default: 12)")
-              for k in ("map-k", "map-k4v")),
-            *((f"{k}-size-m", f"ngram size M for {k} speculative decoding, length of draft m-gram (default: 48)")
-              for k in ("map-k", "map-k4v")),
-            *((f"{k}-min-hits", f"minimum hits for {k} speculative decoding (default: 1)")
-              for k in ("map-k", "map-k4v")))))),
+    )),
     # removed from llama-server: it refuses them with these messages, and so does llamars-server
     *(Opt(names, "@removed", "int", "N", msg, env, X, removed=msg)
       for names, env, msg in (

@@ -109,11 +109,20 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     context_shift: bool = False
     slot_prompt_similarity: float = 0.1
     swa_full: bool = False
-    # speculative decoding (--spec-type, --spec-ngram-simple-*)
+    # speculative decoding (--spec-type, --spec-ngram-{simple,map-k,map-k4v}-*, --spec-ngram-mod-*)
     spec_type: List[str] = []
     spec_ngram_simple_size_n: int = 12
     spec_ngram_simple_size_m: int = 48
     spec_ngram_simple_min_hits: int = 1
+    spec_ngram_map_k_size_n: int = 12
+    spec_ngram_map_k_size_m: int = 48
+    spec_ngram_map_k_min_hits: int = 1
+    spec_ngram_map_k4v_size_n: int = 12
+    spec_ngram_map_k4v_size_m: int = 48
+    spec_ngram_map_k4v_min_hits: int = 1
+    spec_ngram_mod_n_match: int = 24
+    spec_ngram_mod_n_min: int = 48
+    spec_ngram_mod_n_max: int = 64
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
     # --fit: a context size left unset is lowered to what fits in memory (fit.py)
@@ -224,8 +233,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             slot_save_path=self.slot_save_path, swa_full=self.swa_full,
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
             main_gpu=self.main_gpu, progress=False if self.log_disable else None,
-            speculative={"type": ",".join(self.spec_type) or "none", "ngram_size_n": self.spec_ngram_simple_size_n,
-                         "ngram_size_m": self.spec_ngram_simple_size_m, "ngram_min_hits": self.spec_ngram_simple_min_hits},
+            speculative={"type": ",".join(self.spec_type) or "none",
+                         **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")}},
         )
 
     def resolved_ctx(self) -> int:

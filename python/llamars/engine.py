@@ -52,27 +52,23 @@ def generation_defaults() -> Dict[str, Any]:
     return {name: default for name, _kind, _group, default, _help in _core.generation_fields()}
 
 
-_SPEC_KEYS = ("type", "ngram_size_n", "ngram_size_m", "ngram_min_hits")
-
-
 def _spec_config(spec) -> tuple:
-    """`Engine(speculative=...)` as the core's (type, n-gram size n, size m, min hits)."""
+    """`Engine(speculative=...)` as the core's (types, [(parameter, value), ...]); the core
+    checks the names and values."""
     if spec is None or spec is False:
-        return ("none", 12, 48, 1)
+        return ("none", [])
     if isinstance(spec, str):
         spec = {"type": spec}
     if not isinstance(spec, dict):
         raise InvalidRequestError("speculative: must be a type name (e.g. 'ngram-simple') or a dict")
-    unknown = set(spec) - set(_SPEC_KEYS)
-    if unknown:
-        raise InvalidRequestError(f"speculative: unknown key(s) {', '.join(sorted(unknown))} (keys: {', '.join(_SPEC_KEYS)})")
-    out = [spec.get("type", "ngram-simple"), spec.get("ngram_size_n", 12), spec.get("ngram_size_m", 48), spec.get("ngram_min_hits", 1)]
-    for k, v in zip(_SPEC_KEYS[1:], out[1:]):
+    spec = dict(spec)
+    kind = spec.pop("type", "ngram-simple")
+    if not isinstance(kind, str):
+        raise InvalidRequestError("speculative: type must be a string such as 'ngram-simple' or 'ngram-mod,ngram-simple'")
+    for k, v in spec.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise InvalidRequestError(f"speculative: {k} must be an integer >= 0, got {v!r}")
-    if not isinstance(out[0], str):
-        raise InvalidRequestError("speculative: type must be a string such as 'ngram-simple'")
-    return tuple(out)
+    return (kind, list(spec.items()))
 
 
 def _spec_fields(spec) -> dict:
@@ -103,9 +99,11 @@ class Engine:
     layer and the last layers to a GPU through wgpu; `device` names one of
     `Engine.devices()` (software adapters such as lavapipe are used only when named).
     `speculative` turns on speculative decoding for every request: a type of llama-server's
-    `--spec-type` ("ngram-simple": drafts looked up in the prompt and the output so far),
-    or a dict {"type", "ngram_size_n", "ngram_size_m", "ngram_min_hits"}; greedy and
-    seeded outputs stay exactly those without it. Per call, `speculative={"n_max": 8,
+    `--spec-type` ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", or several
+    comma-separated: drafts looked up in the prompt and the output so far), or a dict with
+    "type" and parameters named as llama-server's flags ("ngram_simple_size_n",
+    "ngram_map_k4v_min_hits", "ngram_mod_n_match", ...); greedy and seeded outputs stay
+    exactly those without it. Per call, `speculative={"n_max": 8,
     "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
     """
 
@@ -147,8 +145,8 @@ class Engine:
             raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
         spec = _spec_config(speculative)
         if draft_model is not None:
-            raise InvalidRequestError("draft_model: speculative decoding with a draft model is not built yet; "
-                                      "use speculative='ngram-simple' (drafts from the prompt and the output)")
+            raise InvalidRequestError("draft_model: speculative decoding with a draft model is not built yet; use "
+                                      "speculative='ngram-simple' or another n-gram type (drafts from the prompt and the output)")
         ngl = gpu_layers(n_gpu_layers)
         if main_gpu < 0:
             raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")

@@ -134,6 +134,7 @@ impl LoopState {
             n_keep,
             draft: Vec::new(),
             drafts: Default::default(),
+            drafter: Default::default(),
         })
     }
 

@@ -8,7 +8,6 @@ use super::execute::Logits;
 use super::planner::{Batch, SlotView, Work};
 use super::request::{Event, Progress};
 use super::slot::MAX_CHECKPOINTS;
-use super::speculative::SpecKind;
 use super::state::LoopState;
 use crate::error::Error;
 use crate::kv_cache::Checkpoint;
@@ -46,7 +45,7 @@ impl LoopState {
     /// one-token decoding would not reach) and one micro-batch.
     pub fn make_drafts(&mut self) {
         let spec = self.cfg.spec;
-        if spec.kind == SpecKind::None {
+        if !spec.enabled() {
             return;
         }
         let n_ctx = self.kv.slot_ctx;
@@ -65,7 +64,7 @@ impl LoopState {
             if max == 0 {
                 continue;
             }
-            let d = spec.draft(&t.prompt, &t.dec.tokens, max);
+            let d = spec.draft(&mut t.drafter, self.ngram_mod.as_mut(), &t.prompt, &t.dec.tokens, max);
             if d.len() >= sp.n_min.min(sp.n_max).max(1) {
                 t.draft = d;
             }
@@ -172,6 +171,7 @@ impl LoopState {
                 self.metrics.n_draft_steps_total += 1;
                 self.metrics.n_drafted_total += drafted.len() as u64;
                 self.metrics.n_drafted_accepted_total += accepted as u64;
+                t.drafter.accept(self.ngram_mod.as_mut(), accepted);
             }
             if !alive {
                 done.push((sp.slot, Some(Error::Cancelled)));

@@ -3,7 +3,7 @@
 //! is most similar to the new one (above a threshold), else the least recently used.
 use super::decode::Decoder;
 use super::request::Request;
-use super::speculative::DraftStats;
+use super::speculative::{DraftStats, Drafter};
 use crate::kv_cache::{Checkpoint, SeqCells};
 use std::time::Instant;
 
@@ -24,6 +24,8 @@ pub struct Task {
     /// Drafted tokens to verify after `pending` in the next forward pass (speculative decoding).
     pub draft: Vec<u32>,
     pub drafts: DraftStats,
+    /// The draft sources' state for this sequence.
+    pub drafter: Drafter,
 }
 
 impl Task {

@@ -13,9 +13,11 @@
 //! sliding-window ring keeps `n_ubatch` spare rows, so a draft never evicts what the
 //! accepted prefix still attends to).
 //!
-//! Draft sources: llama.cpp's `ngram-simple` (the last `size_n` tokens of the sequence
-//! found earlier in the prompt or the output; the up to `size_m` tokens that followed
-//! the most recent earlier occurrence are the draft).
+//! Draft sources (`ngram_draft.rs`): llama.cpp's `ngram-simple`, `ngram-map-k`,
+//! `ngram-map-k4v` and `ngram-mod`. Several may be on at once: as in llama.cpp, each step
+//! asks them in that order and the first that drafts anything is used (and told, after
+//! verification, how much of its draft was accepted).
+use super::ngram_draft::{ngram_simple, ModSeq, NgramMap, NgramMod, MOD_ENTRIES};
 
 /// A draft source (llama-server's `--spec-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,62 +25,246 @@ pub enum SpecKind {
     #[default]
     None,
     NgramSimple,
+    NgramMapK,
+    NgramMapK4v,
+    NgramMod,
 }
+
+/// The sources llamars runs, in llama.cpp's order of preference.
+const KINDS: [SpecKind; 4] = [SpecKind::NgramSimple, SpecKind::NgramMapK, SpecKind::NgramMapK4v, SpecKind::NgramMod];
 
 impl SpecKind {
     /// llama-server's names; the draft sources llamars runs.
     pub fn parse(name: &str) -> Option<SpecKind> {
         match name {
             "none" => Some(SpecKind::None),
-            "ngram-simple" => Some(SpecKind::NgramSimple),
-            _ => None,
+            _ => KINDS.into_iter().find(|k| k.name() == name),
         }
-    }
-
-    /// `--spec-type`'s comma-separated list: the draft source it names (at most one of
-    /// those llamars runs), or what is wrong with it.
-    pub fn parse_list(list: &str) -> std::result::Result<SpecKind, String> {
-        let mut kind = SpecKind::None;
-        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-            let k = SpecKind::parse(name).ok_or_else(|| match name {
-                "draft-simple" | "draft-eagle3" | "draft-mtp" | "draft-dflash" | "draft-dspark" => {
-                    format!("speculative decoding type '{name}' needs a draft model, which llamars does not run yet; use ngram-simple")
-                }
-                "ngram-map-k" | "ngram-map-k4v" | "ngram-mod" | "ngram-cache" => {
-                    format!("speculative decoding type '{name}' is not built yet; use ngram-simple")
-                }
-                _ => format!("unknown speculative decoding type '{name}' (types: none, ngram-simple)"),
-            })?;
-            if k != SpecKind::None {
-                kind = k;
-            }
-        }
-        Ok(kind)
     }
 
     pub fn name(self) -> &'static str {
         match self {
             SpecKind::None => "none",
             SpecKind::NgramSimple => "ngram-simple",
+            SpecKind::NgramMapK => "ngram-map-k",
+            SpecKind::NgramMapK4v => "ngram-map-k4v",
+            SpecKind::NgramMod => "ngram-mod",
         }
     }
+
+    fn bit(self) -> u8 {
+        match self {
+            SpecKind::None => 0,
+            k => 1 << (KINDS.iter().position(|&x| x == k).unwrap_or(0)),
+        }
+    }
+}
+
+/// Sizes of an n-gram lookup (`--spec-ngram-{simple,map-k,map-k4v}-size-n/-size-m/-min-hits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NgramParams {
+    /// Length of the lookup n-gram.
+    pub size_n: usize,
+    /// Most tokens drafted from one match.
+    pub size_m: usize,
+    /// Lookups (occurrences, for ngram-simple) needed before drafting.
+    pub min_hits: usize,
+}
+
+/// `ngram-mod`'s parameters (`--spec-ngram-mod-n-match/-n-min/-n-max`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModParams {
+    pub n_match: usize,
+    pub n_min: usize,
+    pub n_max: usize,
 }
 
 /// The engine's speculative decoding (server-wide: `--spec-type` and its parameters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SpecConfig {
-    pub kind: SpecKind,
-    /// Length of the lookup n-gram (`--spec-ngram-simple-size-n`).
-    pub size_n: usize,
-    /// Most tokens drafted from one match (`--spec-ngram-simple-size-m`).
-    pub size_m: usize,
-    /// Occurrences of the n-gram needed before drafting (`--spec-ngram-simple-min-hits`).
-    pub min_hits: usize,
+    /// The draft sources on (a bit per source of `KINDS`).
+    kinds: u8,
+    pub simple: NgramParams,
+    pub map_k: NgramParams,
+    pub map_k4v: NgramParams,
+    pub ngram_mod: ModParams,
 }
 
 impl Default for SpecConfig {
     fn default() -> Self {
-        SpecConfig { kind: SpecKind::None, size_n: 12, size_m: 48, min_hits: 1 }
+        // llama-server 2026's defaults
+        let ngram = NgramParams { size_n: 12, size_m: 48, min_hits: 1 };
+        SpecConfig { kinds: 0, simple: ngram, map_k: ngram, map_k4v: ngram, ngram_mod: ModParams { n_match: 24, n_min: 48, n_max: 64 } }
+    }
+}
+
+/// The parameter names `SpecConfig::set` takes (llama-server's flags without
+/// `--spec-`, dashes as underscores), with what each means.
+pub const SPEC_PARAMS: [(&str, &str); 12] = [
+    ("ngram_simple_size_n", "ngram-simple: length of the lookup n-gram"),
+    ("ngram_simple_size_m", "ngram-simple: most tokens drafted from one match"),
+    ("ngram_simple_min_hits", "ngram-simple: earlier occurrences needed"),
+    ("ngram_map_k_size_n", "ngram-map-k: length of the key n-gram"),
+    ("ngram_map_k_size_m", "ngram-map-k: most tokens drafted from one match"),
+    ("ngram_map_k_min_hits", "ngram-map-k: lookups of a key before it drafts"),
+    ("ngram_map_k4v_size_n", "ngram-map-k4v: length of the key n-gram"),
+    ("ngram_map_k4v_size_m", "ngram-map-k4v: length of the m-grams counted after a key"),
+    ("ngram_map_k4v_min_hits", "ngram-map-k4v: lookups of a key before it drafts"),
+    ("ngram_mod_n_match", "ngram-mod: length of the lookup n-gram"),
+    ("ngram_mod_n_min", "ngram-mod: shorter chains are not drafted"),
+    ("ngram_mod_n_max", "ngram-mod: longest chain drafted"),
+];
+
+impl SpecConfig {
+    /// `--spec-type`'s comma-separated list (`none` anywhere turns it off, as in
+    /// llama.cpp), or what is wrong with it.
+    pub fn set_types(&mut self, list: &str) -> std::result::Result<(), String> {
+        let mut kinds = 0;
+        for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            let k = SpecKind::parse(name).ok_or_else(|| match name {
+                "draft-simple" | "draft-eagle3" | "draft-mtp" | "draft-mtp-adaptive" | "draft-dflash" | "draft-dspark" => {
+                    format!("speculative decoding type '{name}' needs a draft model, which llamars does not run yet; use an n-gram type ({})", Self::types_text())
+                }
+                "ngram-cache" => format!("speculative decoding type 'ngram-cache' is not built yet; use another n-gram type ({})", Self::types_text()),
+                _ => format!("unknown speculative decoding type '{name}' (types: none, {})", Self::types_text()),
+            })?;
+            if k == SpecKind::None {
+                self.kinds = 0;
+                return Ok(());
+            }
+            kinds |= k.bit();
+        }
+        self.kinds = kinds;
+        Ok(())
+    }
+
+    fn types_text() -> String {
+        KINDS.iter().map(|k| k.name()).collect::<Vec<_>>().join(", ")
+    }
+
+    /// The sources on, in order of preference.
+    pub fn kinds(&self) -> impl Iterator<Item = SpecKind> + '_ {
+        KINDS.into_iter().filter(|k| self.kinds & k.bit() != 0)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.kinds != 0
+    }
+
+    /// `none`, or the sources on as `--spec-type` lists them.
+    pub fn types_name(&self) -> String {
+        if !self.enabled() {
+            return "none".into();
+        }
+        self.kinds().map(|k| k.name()).collect::<Vec<_>>().join(",")
+    }
+
+    /// Set one parameter of `SPEC_PARAMS` (a length of 0 is refused: it could never draft).
+    pub fn set(&mut self, name: &str, v: usize) -> std::result::Result<(), String> {
+        let slot = match name {
+            "ngram_simple_size_n" => &mut self.simple.size_n,
+            "ngram_simple_size_m" => &mut self.simple.size_m,
+            "ngram_simple_min_hits" => &mut self.simple.min_hits,
+            "ngram_map_k_size_n" => &mut self.map_k.size_n,
+            "ngram_map_k_size_m" => &mut self.map_k.size_m,
+            "ngram_map_k_min_hits" => &mut self.map_k.min_hits,
+            "ngram_map_k4v_size_n" => &mut self.map_k4v.size_n,
+            "ngram_map_k4v_size_m" => &mut self.map_k4v.size_m,
+            "ngram_map_k4v_min_hits" => &mut self.map_k4v.min_hits,
+            "ngram_mod_n_match" => &mut self.ngram_mod.n_match,
+            "ngram_mod_n_min" => &mut self.ngram_mod.n_min,
+            "ngram_mod_n_max" => &mut self.ngram_mod.n_max,
+            _ => return Err(Self::unknown(name)),
+        };
+        let may_be_zero = name.ends_with("min_hits") || name == "ngram_mod_n_min";
+        if v == 0 && !may_be_zero {
+            return Err(format!("speculative decoding parameter {name} must be >= 1"));
+        }
+        if v > 1 << 16 {
+            return Err(format!("speculative decoding parameter {name} must be <= 65536, got {v}"));
+        }
+        *slot = v;
+        Ok(())
+    }
+
+    fn unknown(name: &str) -> String {
+        let names: Vec<_> = SPEC_PARAMS.iter().map(|p| p.0).collect();
+        format!("unknown speculative decoding parameter '{name}' (parameters: {})", names.join(", "))
+    }
+
+    /// Every parameter's value, in `SPEC_PARAMS` order.
+    pub fn params(&self) -> Vec<(&'static str, usize)> {
+        let (s, k, v, m) = (self.simple, self.map_k, self.map_k4v, self.ngram_mod);
+        let values = [s.size_n, s.size_m, s.min_hits, k.size_n, k.size_m, k.min_hits, v.size_n, v.size_m, v.min_hits, m.n_match, m.n_min, m.n_max];
+        SPEC_PARAMS.iter().zip(values).map(|(p, v)| (p.0, v)).collect()
+    }
+
+    /// The engine-wide `ngram-mod` table, when that source is on.
+    pub fn mod_table(&self) -> Option<NgramMod> {
+        (self.kinds & SpecKind::NgramMod.bit() != 0).then(|| NgramMod::new(self.ngram_mod.n_match, MOD_ENTRIES))
+    }
+
+    /// The draft for a sequence whose prompt and output so far are `prompt` and `output`
+    /// (its last token not evaluated yet), cut to at most `max` tokens (llama-server cuts a
+    /// draft to the request's `speculative.n_max`): the first source that drafts anything.
+    pub fn draft(&self, st: &mut Drafter, table: Option<&mut NgramMod>, prompt: &[u32], output: &[u32], max: usize) -> Vec<u32> {
+        st.last = None;
+        if !self.enabled() {
+            return Vec::new();
+        }
+        let mut h = Vec::with_capacity(prompt.len() + output.len());
+        h.extend_from_slice(prompt);
+        h.extend_from_slice(output);
+        let mut table = table;
+        for kind in self.kinds() {
+            let mut d = match kind {
+                SpecKind::NgramSimple => ngram_simple(&h, self.simple.size_n, self.simple.size_m, self.simple.min_hits),
+                SpecKind::NgramMapK => {
+                    let p = self.map_k;
+                    st.map_k.get_or_insert_with(|| NgramMap::new(p.size_n, p.size_m, true, p.min_hits)).draft(&h)
+                }
+                SpecKind::NgramMapK4v => {
+                    let p = self.map_k4v;
+                    st.map_k4v.get_or_insert_with(|| NgramMap::new(p.size_n, p.size_m, false, p.min_hits)).draft(&h)
+                }
+                SpecKind::NgramMod => match table.as_deref_mut() {
+                    Some(t) => st.ngram_mod.draft(t, prompt, &h, self.ngram_mod.n_min, self.ngram_mod.n_max),
+                    None => Vec::new(),
+                },
+                SpecKind::None => Vec::new(),
+            };
+            if !d.is_empty() {
+                d.truncate(max);
+                st.last = Some(kind);
+                return d;
+            }
+        }
+        Vec::new()
+    }
+}
+
+/// One sequence's draft sources' state, and which of them drafted last.
+#[derive(Debug, Clone, Default)]
+pub struct Drafter {
+    map_k: Option<NgramMap>,
+    map_k4v: Option<NgramMap>,
+    ngram_mod: ModSeq,
+    last: Option<SpecKind>,
+}
+
+impl Drafter {
+    /// `n_accepted` of the last draft's tokens were accepted: its source learns it.
+    pub fn accept(&mut self, table: Option<&mut NgramMod>, n_accepted: usize) {
+        match self.last.take() {
+            Some(SpecKind::NgramMapK) => self.map_k.iter_mut().for_each(|m| m.accept(n_accepted)),
+            Some(SpecKind::NgramMapK4v) => self.map_k4v.iter_mut().for_each(|m| m.accept(n_accepted)),
+            Some(SpecKind::NgramMod) => {
+                if let Some(t) = table {
+                    self.ngram_mod.accept(t, n_accepted);
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -110,92 +296,53 @@ pub struct DraftStats {
     pub accepted: usize,
 }
 
-/// `ngram-simple`, as llama.cpp's `common_ngram_simple_draft`: `history` is the sequence so
-/// far with its sampled, not yet evaluated token last; its last `n` tokens (the key) are
-/// looked up earlier in the sequence (most recent occurrence first, ending at least one
-/// token before the key starts, position 0 excluded), and up to `m` of the tokens that
-/// followed it (and precede the sampled one) are the draft. Nothing while the sequence
-/// holds n + m + 1 tokens or fewer before the sampled one, and nothing shorter than `n`.
-/// `min_hits` occurrences are needed (llama.cpp's simple mode takes the first: 1).
-pub fn ngram_simple(history: &[u32], n: usize, m: usize, min_hits: usize) -> Vec<u32> {
-    let Some(cur) = history.len().checked_sub(1) else { return Vec::new() };
-    if n == 0 || cur <= n + m + 1 {
-        return Vec::new();
-    }
-    let key = &history[history.len() - n..];
-    let mut hits = 0;
-    let mut first = None;
-    for j in (1..cur - n).rev() {
-        if &history[j..j + n] == key {
-            hits += 1;
-            first.get_or_insert(j);
-            if hits >= min_hits.max(1) {
-                break;
-            }
-        }
-    }
-    let Some(j) = first.filter(|_| hits >= min_hits.max(1)) else { return Vec::new() };
-    let copy = m.min(cur - (j + n));
-    if copy < n {
-        return Vec::new();
-    }
-    history[j + n..j + n + copy].to_vec()
-}
-
-impl SpecConfig {
-    /// The draft for a sequence whose prompt and output so far are `prompt` and `output`
-    /// (its last token not evaluated yet), cut to at most `max` tokens (llama-server cuts a
-    /// draft to the request's `speculative.n_max`).
-    pub fn draft(&self, prompt: &[u32], output: &[u32], max: usize) -> Vec<u32> {
-        match self.kind {
-            SpecKind::None => Vec::new(),
-            SpecKind::NgramSimple => {
-                let mut h = Vec::with_capacity(prompt.len() + output.len());
-                h.extend_from_slice(prompt);
-                h.extend_from_slice(output);
-                let mut d = ngram_simple(&h, self.size_n, self.size_m, self.min_hits);
-                d.truncate(max);
-                d
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ngram_simple_drafts_what_followed_the_last_occurrence() {
-        // key "1 2 3" (the sampled 3 last); its most recent earlier occurrence (at 5) is
-        // followed by 7 8 9 4 4 before the key
-        let h = [0, 1, 2, 3, 4, 1, 2, 3, 7, 8, 9, 4, 4, 1, 2, 3];
-        assert_eq!(ngram_simple(&h, 3, 4, 1), vec![7, 8, 9, 4]);
-        assert_eq!(ngram_simple(&h, 3, 8, 1), vec![7, 8, 9, 4, 4, 1, 2], "up to the token before the sampled one");
-        assert!(ngram_simple(&h, 3, 12, 1).is_empty(), "15 tokens before the sampled one: not more than 3 + 12 + 1");
-        assert_eq!(ngram_simple(&h, 3, 5, 1), vec![7, 8, 9, 4, 4]);
-        // two hits needed: the earlier one at 1 is counted, the most recent one drafts
-        assert_eq!(ngram_simple(&h, 3, 4, 2), vec![7, 8, 9, 4]);
-        assert!(ngram_simple(&h, 3, 4, 3).is_empty());
-        // a draft shorter than the key is none: "4 4" last occurs at 7, one token follows it
-        assert!(ngram_simple(&[0, 5, 6, 7, 8, 9, 9, 4, 4, 4, 4], 2, 3, 1).is_empty());
-        // position 0 is not searched, nor a match overlapping the key by n - 1
-        assert!(ngram_simple(&[1, 2, 5, 6, 7, 8, 9, 9, 1, 2], 2, 2, 1).is_empty());
-        assert!(ngram_simple(&[], 2, 2, 1).is_empty() && ngram_simple(&h, 0, 2, 1).is_empty());
+    fn config_drafts_from_the_first_source_that_has_one() {
+        let mut c = SpecConfig::default();
+        c.set_types("ngram-simple").unwrap();
+        c.set("ngram_simple_size_n", 2).unwrap();
+        c.set("ngram_simple_size_m", 3).unwrap();
+        let prompt = [0, 10, 11, 12, 13, 14, 15];
+        let mut st = Drafter::default();
+        assert_eq!(c.draft(&mut st, None, &prompt, &[10, 11], 8), vec![12, 13, 14]);
+        assert_eq!(c.draft(&mut st, None, &prompt, &[10, 11], 2), vec![12, 13]);
+        assert!(SpecConfig::default().draft(&mut st, None, &[1, 1, 1], &[1], 4).is_empty());
+        // ngram-simple (too short a sequence for m = 20) and map-k (n = 12) draft nothing;
+        // ngram-mod chains what followed each 2-gram in the prompt
+        c.set_types("ngram-mod,ngram-simple,ngram-map-k").unwrap();
+        c.set("ngram_simple_size_m", 20).unwrap();
+        assert_eq!(c.types_name(), "ngram-simple,ngram-map-k,ngram-mod");
+        c.set("ngram_mod_n_match", 2).unwrap();
+        c.set("ngram_mod_n_min", 1).unwrap();
+        let mut table = c.mod_table().unwrap();
+        let prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21];
+        assert_eq!(c.draft(&mut st, Some(&mut table), &prompt, &[4, 5], 3), vec![6, 7, 8]);
+        assert_eq!(st.last, Some(SpecKind::NgramMod));
+        st.accept(Some(&mut table), 3);
+        assert_eq!(st.last, None);
     }
 
     #[test]
-    fn config_drafts_over_prompt_and_output() {
-        let c = SpecConfig { kind: SpecKind::NgramSimple, size_n: 2, size_m: 3, min_hits: 1 };
-        let prompt = [0, 10, 11, 12, 13, 14, 15];
-        assert_eq!(c.draft(&prompt, &[10, 11], 8), vec![12, 13, 14]);
-        assert_eq!(c.draft(&prompt, &[10, 11], 2), vec![12, 13]);
-        assert!(SpecConfig::default().draft(&[1, 1, 1], &[1], 4).is_empty());
-        assert_eq!(SpecKind::parse("ngram-simple"), Some(SpecKind::NgramSimple));
+    fn types_and_parameters_are_checked() {
+        let mut c = SpecConfig::default();
+        assert!(c.set_types("ngram-simple,none").is_ok() && !c.enabled(), "none turns it off");
+        assert!(c.set_types("draft-mtp").unwrap_err().contains("draft model"));
+        assert!(c.set_types("ngram-cache").unwrap_err().contains("not built yet"));
+        assert!(c.set_types("ngram-bogus").unwrap_err().contains("unknown"));
+        for (name, _) in SPEC_PARAMS {
+            c.set(name, 7).unwrap();
+        }
+        assert!(c.params().iter().all(|&(_, v)| v == 7));
+        assert_eq!(c.params().len(), SPEC_PARAMS.len());
+        assert!(c.set("ngram_map_k_size_n", 0).unwrap_err().contains(">= 1"));
+        assert!(c.set("ngram_map_k_min_hits", 0).is_ok() && c.set("ngram_mod_n_min", 0).is_ok());
+        assert!(c.set("ngram_size_n", 3).unwrap_err().contains("unknown"));
+        assert!(c.set("ngram_mod_n_match", 1 << 20).is_err());
+        assert_eq!(SpecKind::parse("ngram-map-k4v"), Some(SpecKind::NgramMapK4v));
         assert_eq!(SpecKind::parse("draft-mtp"), None);
-        assert_eq!(SpecKind::parse_list("none,ngram-simple"), Ok(SpecKind::NgramSimple));
-        assert_eq!(SpecKind::parse_list(""), Ok(SpecKind::None));
-        assert!(SpecKind::parse_list("ngram-simple,draft-mtp").unwrap_err().contains("'draft-mtp' needs a draft model"));
-        assert!(SpecKind::parse_list("bogus").unwrap_err().contains("unknown speculative decoding type 'bogus'"));
     }
 }

@@ -4,7 +4,7 @@ use super::errors::{to_py, InvalidRequestError};
 use super::fields::PyGenerationRequest;
 use super::request::{PyHub, PyRequest};
 use crate::engine::fields::Ctx;
-use crate::engine::speculative::{SpecConfig, SpecKind};
+use crate::engine::speculative::SpecConfig;
 use crate::engine::{Engine, EngineConfig, Fault, SchedConfig, Scheduler, Sink, SlotAction};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
@@ -23,7 +23,7 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
-        spec_type=None, spec_ngram_size_n=12, spec_ngram_size_m=48, spec_ngram_min_hits=1))]
+        spec_type=None, spec_params=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -43,15 +43,13 @@ impl PyEngine {
         device: Option<String>,
         main_gpu: usize,
         spec_type: Option<String>,
-        spec_ngram_size_n: usize,
-        spec_ngram_size_m: usize,
-        spec_ngram_min_hits: usize,
+        spec_params: Option<Vec<(String, usize)>>,
     ) -> PyResult<Self> {
-        let kind = SpecKind::parse_list(spec_type.as_deref().unwrap_or("none")).map_err(InvalidRequestError::new_err)?;
-        if kind != SpecKind::None && (spec_ngram_size_n == 0 || spec_ngram_size_m == 0) {
-            return Err(InvalidRequestError::new_err("the n-gram sizes of speculative decoding must be >= 1"));
+        let mut spec = SpecConfig::default();
+        spec.set_types(spec_type.as_deref().unwrap_or("none")).map_err(InvalidRequestError::new_err)?;
+        for (name, v) in spec_params.unwrap_or_default() {
+            spec.set(&name, v).map_err(InvalidRequestError::new_err)?;
         }
-        let spec = SpecConfig { kind, size_n: spec_ngram_size_n, size_m: spec_ngram_size_m, min_hits: spec_ngram_min_hits };
         let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu, ..Default::default() };
         let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu };
         let sc = SchedConfig {
@@ -379,8 +377,12 @@ impl PyEngine {
         d.set_item("n_parallel", self.sched.config.n_parallel)?;
         d.set_item("n_ctx_slot", self.sched.n_ctx_slot)?;
         let sp = &self.sched.config.spec;
-        d.set_item("spec_type", sp.kind.name())?;
-        d.set_item("spec_ngram", (sp.size_n, sp.size_m, sp.min_hits))?;
+        d.set_item("spec_type", sp.types_name())?;
+        let params = PyDict::new(py);
+        for (k, v) in sp.params() {
+            params.set_item(k, v)?;
+        }
+        d.set_item("spec_params", params)?;
         d.set_item("isa", crate::quant::isa().name())?;
         d.set_item("n_gpu_layers_offloaded", e.model.n_gpu_layers_offloaded())?;
         d.set_item("gpu_device", e.model.gpu.as_ref().map(|g| g.device_name()))?;
