@@ -149,6 +149,7 @@ def test_engine_refuses_what_it_does_not_run(model_path):
     ("ngram-map-k", {"ngram_map_k_size_n": 2, "ngram_map_k_size_m": 16}),
     ("ngram-map-k4v", {"ngram_map_k4v_size_n": 2, "ngram_map_k4v_size_m": 4}),
     ("ngram-mod", {"ngram_mod_n_match": 2, "ngram_mod_n_min": 1, "ngram_mod_n_max": 16}),
+    ("ngram-cache", {}),
     ("ngram-mod,ngram-map-k4v,ngram-simple", {"ngram_simple_size_n": 3, "ngram_simple_size_m": 8, "ngram_map_k4v_size_n": 2,
                                               "ngram_map_k4v_size_m": 4, "ngram_mod_n_match": 2, "ngram_mod_n_min": 1}),
 ])
@@ -159,7 +160,7 @@ def test_every_ngram_source_drafts_and_changes_no_token(engines, model_path, kin
     plain, _ = engines
     e = Engine(model_path, n_ctx=1024, n_parallel=2, speculative={"type": kind, **params})
     try:
-        assert e.info["spec_type"] == ",".join(k for k in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod")
+        assert e.info["spec_type"] == ",".join(k for k in ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
                                                if k in kind.split(","))
         assert all(e.info["spec_params"][k] == v for k, v in params.items())
         drafted = accepted = 0
@@ -171,6 +172,45 @@ def test_every_ngram_source_drafts_and_changes_no_token(engines, model_path, kin
         assert 0 < accepted <= drafted, (kind, drafted, accepted)
     finally:
         e.close()
+
+
+def _lookup_file(path, records):
+    """A lookup cache in llama.cpp's format (llama-lookup-create's): per n-gram four i32
+    tokens (-1 past its length), the number of followers, then (token, count) pairs."""
+    import struct
+
+    with open(path, "wb") as f:
+        for gram, followers in records:
+            f.write(struct.pack("<5i", *(list(gram) + [-1] * (4 - len(gram))), len(followers)))
+            for t, c in followers:
+                f.write(struct.pack("<2i", t, c))
+
+
+def test_ngram_cache_reads_llama_cpp_lookup_files(engines, model_path, tmp_path):
+    """A static lookup cache made from the continuation plain decoding gives (every bigram
+    of it followed by its next token): ngram-cache drafts from it from the first step, the
+    drafts are accepted, and the tokens are plain decoding's. Broken files are refused
+    naming the flag's field."""
+    plain, _ = engines
+    p = PROMPTS[3]
+    want = _gen(plain, p)
+    toks = plain.tokenize(p) + want.tokens
+    _lookup_file(tmp_path / "static.bin", [((a, b), [(c, 5)]) for a, b, c in zip(toks, toks[1:], toks[2:])])
+    e = Engine(model_path, n_ctx=512, speculative={"type": "ngram-cache", "lookup_cache_static": str(tmp_path / "static.bin")})
+    try:
+        r = _gen(e, p)
+        assert r.tokens == want.tokens
+        assert r.timings.draft_n_accepted >= len(want.tokens) // 2, (r.timings.draft_n, r.timings.draft_n_accepted)
+    finally:
+        e.close()
+    _lookup_file(tmp_path / "bad.bin", [((1, 2), [(10**7, 1)])])
+    with pytest.raises(InvalidRequestError, match="lookup_cache_dynamic: .*bad.bin is not a lookup cache .*token 10000000 outside"):
+        Engine(model_path, speculative={"type": "ngram-cache", "lookup_cache_dynamic": str(tmp_path / "bad.bin")})
+    (tmp_path / "short.bin").write_bytes((tmp_path / "static.bin").read_bytes()[:-2])
+    with pytest.raises(InvalidRequestError, match="truncated"):
+        Engine(model_path, speculative={"type": "ngram-cache", "lookup_cache_static": str(tmp_path / "short.bin")})
+    c = parse_args(["-m", model_path, "--spec-type", "ngram-cache", "-lcs", str(tmp_path / "static.bin")], env={})
+    assert c.engine_kwargs()["speculative"]["lookup_cache_static"] == str(tmp_path / "static.bin")
 
 
 def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
@@ -200,8 +240,6 @@ def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
 def test_server_flags_fields_slots_and_metrics(model_path):
     with pytest.raises(CLIError, match="'draft-simple' needs a draft model"):
         parse_args(["-m", model_path, "--spec-type", "draft-simple"])
-    with pytest.raises(CLIError, match="ngram-cache' is not built yet"):
-        parse_args(["-m", model_path, "--spec-type", "ngram-cache"])
     with pytest.raises(CLIError, match="-md: speculative decoding with a draft model is not available"):
         parse_args(["-m", model_path, "-md", model_path])
     c = parse_args(["-m", model_path, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2",
@@ -214,7 +252,7 @@ def test_server_flags_fields_slots_and_metrics(model_path):
                     "--spec-ngram-mod-n-match", "16", "--spec-ngram-map-k-min-hits", "2"], env={})
     kw = c.engine_kwargs()["speculative"]
     assert kw["type"] == "ngram-map-k4v,ngram-mod" and kw["ngram_map_k4v_size_m"] == 6 and kw["ngram_mod_n_match"] == 16
-    assert kw["ngram_map_k_min_hits"] == 2 and kw["ngram_simple_size_n"] == 12 and len(kw) == 13
+    assert kw["ngram_map_k_min_hits"] == 2 and kw["ngram_simple_size_n"] == 12 and len(kw) == 15
     with pytest.raises(CLIError, match="--spec-ngram-mod-n-match"):
         parse_args(["-m", model_path, "--spec-ngram-mod-n-match", "0"], env={})
 

@@ -131,11 +131,10 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         bad = [x for x in v if x not in SPEC_TYPES]
         if bad:
             raise _bad(label, raw, "expected a comma-separated list of: " + ", ".join(SPEC_TYPES))
-        later = [x for x in v if x.startswith("draft-") or x == "ngram-cache"]
+        later = [x for x in v if x.startswith("draft-")]
         if later:
-            why = "needs a draft model, which llamars does not run yet" if later[0].startswith("draft-") else "is not built yet"
-            raise CLIError(f"{label}: speculative decoding type '{later[0]}' {why}; "
-                           "use ngram-simple, ngram-map-k, ngram-map-k4v or ngram-mod")
+            raise CLIError(f"{label}: speculative decoding type '{later[0]}' needs a draft model, which llamars does not "
+                           "run yet; use ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or ngram-cache")
         return v
     if k == "append":
         return raw

@@ -10,11 +10,9 @@ from .cli_opt import _E, X, Opt
 SERVER_OPTIONS: Tuple[Opt, ...] = (
     # ----- example-specific params (server) -----
     Opt("-lcs, --lookup-cache-static", "lookup_cache_static", "str", "FNAME",
-        "path to static lookup cache to use for lookup decoding (not updated by generation)", section=X,
-        inert="lookup decoding comes with speculative decoding, not built yet"),
+        "path to static lookup cache to use for lookup decoding (not updated by generation)", section=X),
     Opt("-lcd, --lookup-cache-dynamic", "lookup_cache_dynamic", "str", "FNAME",
-        "path to dynamic lookup cache to use for lookup decoding (updated by generation)", section=X,
-        inert="lookup decoding comes with speculative decoding, not built yet"),
+        "path to dynamic lookup cache to use for lookup decoding (updated by generation)", section=X),
     Opt("--kv-unified-per-slot", "kv_unified_per_slot", "int", "N",
         "context limit per parallel slot (default: unset, behavior unchanged).\n"
         "when set without -c/--ctx-size, the shared KV pool is sized to n_parallel*N", _E + "KV_UNIFIED_PER_SLOT", X, lo=1),

@@ -123,6 +123,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     spec_ngram_mod_n_match: int = 24
     spec_ngram_mod_n_min: int = 48
     spec_ngram_mod_n_max: int = 64
+    lookup_cache_static: Optional[str] = None   # -lcs (ngram-cache)
+    lookup_cache_dynamic: Optional[str] = None  # -lcd (ngram-cache; read, not written)
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
     # --fit: a context size left unset is lowered to what fits in memory (fit.py)
@@ -234,7 +236,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
             main_gpu=self.main_gpu, progress=False if self.log_disable else None,
             speculative={"type": ",".join(self.spec_type) or "none",
-                         **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")}},
+                         **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")},
+                         "lookup_cache_static": self.lookup_cache_static, "lookup_cache_dynamic": self.lookup_cache_dynamic},
         )
 
     def resolved_ctx(self) -> int:

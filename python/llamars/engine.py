@@ -56,7 +56,7 @@ def _spec_config(spec) -> tuple:
     """`Engine(speculative=...)` as the core's (types, [(parameter, value), ...]); the core
     checks the names and values."""
     if spec is None or spec is False:
-        return ("none", [])
+        return ("none", [], None, None)
     if isinstance(spec, str):
         spec = {"type": spec}
     if not isinstance(spec, dict):
@@ -65,10 +65,16 @@ def _spec_config(spec) -> tuple:
     kind = spec.pop("type", "ngram-simple")
     if not isinstance(kind, str):
         raise InvalidRequestError("speculative: type must be a string such as 'ngram-simple' or 'ngram-mod,ngram-simple'")
+    files = []
+    for k in ("lookup_cache_static", "lookup_cache_dynamic"):
+        f = spec.pop(k, None)
+        if f is not None and not isinstance(f, (str, os.PathLike)):
+            raise InvalidRequestError(f"speculative: {k} must be a file path, got {f!r}")
+        files.append(os.fspath(f) if f is not None else None)
     for k, v in spec.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:
             raise InvalidRequestError(f"speculative: {k} must be an integer >= 0, got {v!r}")
-    return (kind, list(spec.items()))
+    return (kind, list(spec.items()), *files)
 
 
 def _spec_fields(spec) -> dict:
@@ -99,10 +105,11 @@ class Engine:
     layer and the last layers to a GPU through wgpu; `device` names one of
     `Engine.devices()` (software adapters such as lavapipe are used only when named).
     `speculative` turns on speculative decoding for every request: a type of llama-server's
-    `--spec-type` ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", or several
+    `--spec-type` ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", or several
     comma-separated: drafts looked up in the prompt and the output so far), or a dict with
     "type" and parameters named as llama-server's flags ("ngram_simple_size_n",
-    "ngram_map_k4v_min_hits", "ngram_mod_n_match", ...); greedy and seeded outputs stay
+    "ngram_map_k4v_min_hits", "ngram_mod_n_match", ..., and for "ngram-cache" the files
+    "lookup_cache_static" / "lookup_cache_dynamic"); greedy and seeded outputs stay
     exactly those without it. Per call, `speculative={"n_max": 8,
     "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
     """

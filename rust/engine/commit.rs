@@ -44,13 +44,14 @@ impl LoopState {
     /// may still generate, what its context holds (a draft never writes a position that
     /// one-token decoding would not reach) and one micro-batch.
     pub fn make_drafts(&mut self) {
-        let spec = self.cfg.spec;
+        let LoopState { cfg, slots, kv, shared_drafts, .. } = self;
+        let spec = &cfg.spec;
         if !spec.enabled() {
             return;
         }
-        let n_ctx = self.kv.slot_ctx;
-        let per_pass = self.cfg.n_ubatch.saturating_sub(1);
-        for s in &mut self.slots {
+        let n_ctx = kv.slot_ctx;
+        let per_pass = cfg.n_ubatch.saturating_sub(1);
+        for s in slots.iter_mut() {
             let n_past = s.cells.n_past();
             let Some(t) = s.task.as_mut() else { continue };
             t.draft.clear();
@@ -64,7 +65,7 @@ impl LoopState {
             if max == 0 {
                 continue;
             }
-            let d = spec.draft(&mut t.drafter, self.ngram_mod.as_mut(), &t.prompt, &t.dec.tokens, max);
+            let d = spec.draft(&mut t.drafter, shared_drafts, &t.prompt, &t.dec.tokens, max);
             if d.len() >= sp.n_min.min(sp.n_max).max(1) {
                 t.draft = d;
             }
@@ -171,7 +172,7 @@ impl LoopState {
                 self.metrics.n_draft_steps_total += 1;
                 self.metrics.n_drafted_total += drafted.len() as u64;
                 self.metrics.n_drafted_accepted_total += accepted as u64;
-                t.drafter.accept(self.ngram_mod.as_mut(), accepted);
+                t.drafter.accept(&mut self.shared_drafts, accepted);
             }
             if !alive {
                 done.push((sp.slot, Some(Error::Cancelled)));

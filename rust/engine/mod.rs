@@ -14,6 +14,7 @@ pub mod queue;
 pub mod request;
 pub mod scheduler;
 pub mod slot;
+mod ngram_cache;
 mod ngram_draft;
 pub mod speculative;
 mod slot_io;

@@ -215,7 +215,8 @@ impl NgramMod {
     }
 
     /// Bytes the table holds.
-    pub fn bytes(&self) -> usize {
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
         self.entries.len() * 4
     }
 }

@@ -13,11 +13,14 @@
 //! sliding-window ring keeps `n_ubatch` spare rows, so a draft never evicts what the
 //! accepted prefix still attends to).
 //!
-//! Draft sources (`ngram_draft.rs`): llama.cpp's `ngram-simple`, `ngram-map-k`,
-//! `ngram-map-k4v` and `ngram-mod`. Several may be on at once: as in llama.cpp, each step
+//! Draft sources (`ngram_draft.rs`, `ngram_cache.rs`): llama.cpp's `ngram-simple`,
+//! `ngram-map-k`, `ngram-map-k4v`, `ngram-mod` and `ngram-cache`. Several may be on at once: as in llama.cpp, each step
 //! asks them in that order and the first that drafts anything is used (and told, after
 //! verification, how much of its draft was accepted).
+use super::ngram_cache::{LookupFiles, LookupSeq, NgramCounts, N_DRAFT};
 use super::ngram_draft::{ngram_simple, ModSeq, NgramMap, NgramMod, MOD_ENTRIES};
+use crate::error::Result;
+use std::path::PathBuf;
 
 /// A draft source (llama-server's `--spec-type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -28,10 +31,11 @@ pub enum SpecKind {
     NgramMapK,
     NgramMapK4v,
     NgramMod,
+    NgramCache,
 }
 
 /// The sources llamars runs, in llama.cpp's order of preference.
-const KINDS: [SpecKind; 4] = [SpecKind::NgramSimple, SpecKind::NgramMapK, SpecKind::NgramMapK4v, SpecKind::NgramMod];
+const KINDS: [SpecKind; 5] = [SpecKind::NgramSimple, SpecKind::NgramMapK, SpecKind::NgramMapK4v, SpecKind::NgramMod, SpecKind::NgramCache];
 
 impl SpecKind {
     /// llama-server's names; the draft sources llamars runs.
@@ -49,6 +53,7 @@ impl SpecKind {
             SpecKind::NgramMapK => "ngram-map-k",
             SpecKind::NgramMapK4v => "ngram-map-k4v",
             SpecKind::NgramMod => "ngram-mod",
+            SpecKind::NgramCache => "ngram-cache",
         }
     }
 
@@ -80,7 +85,7 @@ pub struct ModParams {
 }
 
 /// The engine's speculative decoding (server-wide: `--spec-type` and its parameters).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SpecConfig {
     /// The draft sources on (a bit per source of `KINDS`).
     kinds: u8,
@@ -88,13 +93,24 @@ pub struct SpecConfig {
     pub map_k: NgramParams,
     pub map_k4v: NgramParams,
     pub ngram_mod: ModParams,
+    /// `ngram-cache`'s static and dynamic lookup caches (`-lcs`, `-lcd`).
+    pub lookup_static: Option<PathBuf>,
+    pub lookup_dynamic: Option<PathBuf>,
+}
+
+/// What the draft sources of all sequences share: the `ngram-mod` table and the lookup
+/// caches read from files.
+#[derive(Default)]
+pub struct SharedDrafts {
+    ngram_mod: Option<NgramMod>,
+    lookup: LookupFiles,
 }
 
 impl Default for SpecConfig {
     fn default() -> Self {
         // llama-server 2026's defaults
         let ngram = NgramParams { size_n: 12, size_m: 48, min_hits: 1 };
-        SpecConfig { kinds: 0, simple: ngram, map_k: ngram, map_k4v: ngram, ngram_mod: ModParams { n_match: 24, n_min: 48, n_max: 64 } }
+        SpecConfig { kinds: 0, simple: ngram, map_k: ngram, map_k4v: ngram, ngram_mod: ModParams { n_match: 24, n_min: 48, n_max: 64 }, lookup_static: None, lookup_dynamic: None }
     }
 }
 
@@ -125,7 +141,6 @@ impl SpecConfig {
                 "draft-simple" | "draft-eagle3" | "draft-mtp" | "draft-mtp-adaptive" | "draft-dflash" | "draft-dspark" => {
                     format!("speculative decoding type '{name}' needs a draft model, which llamars does not run yet; use an n-gram type ({})", Self::types_text())
                 }
-                "ngram-cache" => format!("speculative decoding type 'ngram-cache' is not built yet; use another n-gram type ({})", Self::types_text()),
                 _ => format!("unknown speculative decoding type '{name}' (types: none, {})", Self::types_text()),
             })?;
             if k == SpecKind::None {
@@ -199,15 +214,27 @@ impl SpecConfig {
         SPEC_PARAMS.iter().zip(values).map(|(p, v)| (p.0, v)).collect()
     }
 
-    /// The engine-wide `ngram-mod` table, when that source is on.
-    pub fn mod_table(&self) -> Option<NgramMod> {
-        (self.kinds & SpecKind::NgramMod.bit() != 0).then(|| NgramMod::new(self.ngram_mod.n_match, MOD_ENTRIES))
+    /// What the sequences' draft sources share: the `ngram-mod` table when that source is
+    /// on, the lookup cache files read when `ngram-cache` is (tokens checked against
+    /// `n_vocab`).
+    pub fn shared(&self, n_vocab: usize) -> Result<SharedDrafts> {
+        let on = |k: SpecKind| self.kinds & k.bit() != 0;
+        let mut sh = SharedDrafts { ngram_mod: on(SpecKind::NgramMod).then(|| NgramMod::new(self.ngram_mod.n_match, MOD_ENTRIES)), ..Default::default() };
+        if on(SpecKind::NgramCache) {
+            if let Some(p) = &self.lookup_static {
+                sh.lookup.fixed = NgramCounts::load(p, "lookup_cache_static", n_vocab)?;
+            }
+            if let Some(p) = &self.lookup_dynamic {
+                sh.lookup.dynamic = NgramCounts::load(p, "lookup_cache_dynamic", n_vocab)?;
+            }
+        }
+        Ok(sh)
     }
 
     /// The draft for a sequence whose prompt and output so far are `prompt` and `output`
     /// (its last token not evaluated yet), cut to at most `max` tokens (llama-server cuts a
     /// draft to the request's `speculative.n_max`): the first source that drafts anything.
-    pub fn draft(&self, st: &mut Drafter, table: Option<&mut NgramMod>, prompt: &[u32], output: &[u32], max: usize) -> Vec<u32> {
+    pub fn draft(&self, st: &mut Drafter, shared: &mut SharedDrafts, prompt: &[u32], output: &[u32], max: usize) -> Vec<u32> {
         st.last = None;
         if !self.enabled() {
             return Vec::new();
@@ -215,7 +242,6 @@ impl SpecConfig {
         let mut h = Vec::with_capacity(prompt.len() + output.len());
         h.extend_from_slice(prompt);
         h.extend_from_slice(output);
-        let mut table = table;
         for kind in self.kinds() {
             let mut d = match kind {
                 SpecKind::NgramSimple => ngram_simple(&h, self.simple.size_n, self.simple.size_m, self.simple.min_hits),
@@ -227,10 +253,11 @@ impl SpecConfig {
                     let p = self.map_k4v;
                     st.map_k4v.get_or_insert_with(|| NgramMap::new(p.size_n, p.size_m, false, p.min_hits)).draft(&h)
                 }
-                SpecKind::NgramMod => match table.as_deref_mut() {
+                SpecKind::NgramMod => match shared.ngram_mod.as_mut() {
                     Some(t) => st.ngram_mod.draft(t, prompt, &h, self.ngram_mod.n_min, self.ngram_mod.n_max),
                     None => Vec::new(),
                 },
+                SpecKind::NgramCache => st.lookup.draft(&shared.lookup, &h, N_DRAFT),
                 SpecKind::None => Vec::new(),
             };
             if !d.is_empty() {
@@ -249,17 +276,18 @@ pub struct Drafter {
     map_k: Option<NgramMap>,
     map_k4v: Option<NgramMap>,
     ngram_mod: ModSeq,
+    lookup: LookupSeq,
     last: Option<SpecKind>,
 }
 
 impl Drafter {
     /// `n_accepted` of the last draft's tokens were accepted: its source learns it.
-    pub fn accept(&mut self, table: Option<&mut NgramMod>, n_accepted: usize) {
+    pub fn accept(&mut self, shared: &mut SharedDrafts, n_accepted: usize) {
         match self.last.take() {
             Some(SpecKind::NgramMapK) => self.map_k.iter_mut().for_each(|m| m.accept(n_accepted)),
             Some(SpecKind::NgramMapK4v) => self.map_k4v.iter_mut().for_each(|m| m.accept(n_accepted)),
             Some(SpecKind::NgramMod) => {
-                if let Some(t) = table {
+                if let Some(t) = shared.ngram_mod.as_mut() {
                     self.ngram_mod.accept(t, n_accepted);
                 }
             }
@@ -308,9 +336,11 @@ mod tests {
         c.set("ngram_simple_size_m", 3).unwrap();
         let prompt = [0, 10, 11, 12, 13, 14, 15];
         let mut st = Drafter::default();
-        assert_eq!(c.draft(&mut st, None, &prompt, &[10, 11], 8), vec![12, 13, 14]);
-        assert_eq!(c.draft(&mut st, None, &prompt, &[10, 11], 2), vec![12, 13]);
-        assert!(SpecConfig::default().draft(&mut st, None, &[1, 1, 1], &[1], 4).is_empty());
+        let mut sh = c.shared(100).unwrap();
+        assert_eq!(c.draft(&mut st, &mut sh, &prompt, &[10, 11], 8), vec![12, 13, 14]);
+        assert_eq!(c.draft(&mut st, &mut sh, &prompt, &[10, 11], 2), vec![12, 13]);
+        let mut sh = SharedDrafts::default();
+        assert!(SpecConfig::default().draft(&mut st, &mut sh, &[1, 1, 1], &[1], 4).is_empty());
         // ngram-simple (too short a sequence for m = 20) and map-k (n = 12) draft nothing;
         // ngram-mod chains what followed each 2-gram in the prompt
         c.set_types("ngram-mod,ngram-simple,ngram-map-k").unwrap();
@@ -318,12 +348,19 @@ mod tests {
         assert_eq!(c.types_name(), "ngram-simple,ngram-map-k,ngram-mod");
         c.set("ngram_mod_n_match", 2).unwrap();
         c.set("ngram_mod_n_min", 1).unwrap();
-        let mut table = c.mod_table().unwrap();
+        let mut sh = c.shared(100).unwrap();
         let prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21];
-        assert_eq!(c.draft(&mut st, Some(&mut table), &prompt, &[4, 5], 3), vec![6, 7, 8]);
+        assert_eq!(c.draft(&mut st, &mut sh, &prompt, &[4, 5], 3), vec![6, 7, 8]);
         assert_eq!(st.last, Some(SpecKind::NgramMod));
-        st.accept(Some(&mut table), 3);
+        st.accept(&mut sh, 3);
         assert_eq!(st.last, None);
+        // ngram-cache last: "30 31" was followed by 32 twice in the sequence
+        c.set_types("ngram-cache").unwrap();
+        let mut sh = c.shared(100).unwrap();
+        assert_eq!(c.draft(&mut st, &mut sh, &[30, 31, 32, 30, 31, 32], &[30, 31], 1), vec![32]);
+        assert_eq!(st.last, Some(SpecKind::NgramCache));
+        c.lookup_static = Some("/nonexistent/lookup.bin".into());
+        assert!(c.shared(100).is_err());
     }
 
     #[test]
@@ -331,7 +368,6 @@ mod tests {
         let mut c = SpecConfig::default();
         assert!(c.set_types("ngram-simple,none").is_ok() && !c.enabled(), "none turns it off");
         assert!(c.set_types("draft-mtp").unwrap_err().contains("draft model"));
-        assert!(c.set_types("ngram-cache").unwrap_err().contains("not built yet"));
         assert!(c.set_types("ngram-bogus").unwrap_err().contains("unknown"));
         for (name, _) in SPEC_PARAMS {
             c.set(name, 7).unwrap();

@@ -7,7 +7,7 @@ use super::metrics::{Metrics, Snapshot};
 use super::prompt_cache::PromptCache;
 use super::queue::SchedConfig;
 use super::request::{Event, Final, Request};
-use super::ngram_draft::NgramMod;
+use super::speculative::SharedDrafts;
 use super::slot::{Slot, SlotInfo};
 use super::Engine;
 use crate::error::{Error, Result};
@@ -27,8 +27,8 @@ pub struct LoopState {
     pub metrics: Metrics,
     /// Requests that ended, with their last event: sent by the loop after it publishes.
     pub ended: Vec<(Request, Event)>,
-    /// The `ngram-mod` draft table all sequences share (when that source is on).
-    pub ngram_mod: Option<NgramMod>,
+    /// What all sequences' draft sources share (speculative decoding).
+    pub shared_drafts: SharedDrafts,
 }
 
 impl LoopState {
@@ -42,7 +42,8 @@ impl LoopState {
             .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() })
             .collect();
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, kv_cache_bytes: kv.bytes(), ..Metrics::default() };
-        Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), ngram_mod: cfg.spec.mod_table(), engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
+        let shared_drafts = cfg.spec.shared(c.n_vocab)?;
+        Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), shared_drafts, engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
     }
 
     pub fn busy(&self) -> bool {

@@ -23,7 +23,7 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
-        spec_type=None, spec_params=None))]
+        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -44,12 +44,16 @@ impl PyEngine {
         main_gpu: usize,
         spec_type: Option<String>,
         spec_params: Option<Vec<(String, usize)>>,
+        lookup_cache_static: Option<PathBuf>,
+        lookup_cache_dynamic: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut spec = SpecConfig::default();
         spec.set_types(spec_type.as_deref().unwrap_or("none")).map_err(InvalidRequestError::new_err)?;
         for (name, v) in spec_params.unwrap_or_default() {
             spec.set(&name, v).map_err(InvalidRequestError::new_err)?;
         }
+        spec.lookup_static = lookup_cache_static;
+        spec.lookup_dynamic = lookup_cache_dynamic;
         let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu, ..Default::default() };
         let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu };
         let sc = SchedConfig {
