@@ -133,12 +133,12 @@ def test_per_request_limits_and_turning_it_off(engines):
 
 
 def test_engine_refuses_what_it_does_not_run(model_path):
-    with pytest.raises(InvalidRequestError, match="'draft-mtp' needs a draft model"):
+    with pytest.raises(InvalidRequestError, match="'draft-mtp' needs a draft head"):
         Engine(model_path, speculative="draft-mtp")
+    with pytest.raises(InvalidRequestError, match="draft-simple needs a draft model"):
+        Engine(model_path, speculative="draft-simple")
     with pytest.raises(InvalidRequestError, match="unknown speculative decoding type"):
         Engine(model_path, speculative="ngram-bogus")
-    with pytest.raises(InvalidRequestError, match="draft_model: speculative decoding with a draft model is not built"):
-        Engine(model_path, draft_model=model_path)
     with pytest.raises(InvalidRequestError, match="unknown speculative decoding parameter 'ngram_size_n'"):
         Engine(model_path, speculative={"type": "ngram-simple", "ngram_size_n": 3})
     with pytest.raises(InvalidRequestError, match="ngram_mod_n_match must be >= 1"):
@@ -238,10 +238,8 @@ def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
 
 
 def test_server_flags_fields_slots_and_metrics(model_path):
-    with pytest.raises(CLIError, match="'draft-simple' needs a draft model"):
-        parse_args(["-m", model_path, "--spec-type", "draft-simple"])
-    with pytest.raises(CLIError, match="-md: speculative decoding with a draft model is not available"):
-        parse_args(["-m", model_path, "-md", model_path])
+    with pytest.raises(CLIError, match="'draft-eagle3' needs a draft head"):
+        parse_args(["-m", model_path, "--spec-type", "draft-eagle3"])
     c = parse_args(["-m", model_path, "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "2",
                     "--spec-draft-n-max", "8"], env={})
     assert c.spec_type == ["ngram-simple"] and c.spec_ngram_simple_size_n == 2
@@ -277,5 +275,75 @@ def test_server_flags_fields_slots_and_metrics(model_path):
             drafted = next(float(ln.split()[-1]) for ln in metrics.splitlines()
                            if ln.startswith("llamacpp:spec_decode_num_draft_tokens_total"))
             assert drafted == t["draft_n"]
+    finally:
+        s.stop()
+
+
+def test_draft_model_of_the_same_weights_is_mostly_accepted(engines, model_path):
+    """The model as its own draft (draft-simple, `draft_model=`): its confident greedy
+    tokens are the target's, so nearly every drafted token is accepted; the outputs are
+    plain decoding's, alone and under concurrent streams."""
+    plain, _ = engines
+    e = Engine(model_path, n_ctx=2048, n_parallel=2, draft_model=model_path)
+    try:
+        assert e.info["spec_type"] == "draft-simple" and e.info["draft_model"] == model_path
+        drafted = accepted = 0
+        for p in (PROMPTS[3], PROMPTS[5]):
+            a, b = _gen(plain, p, n_probs=2), _gen(e, p, n_probs=2)
+            assert b.tokens == a.tokens and repr(b.probs) == repr(a.probs), p
+            drafted += b.timings.draft_n
+            accepted += b.timings.draft_n_accepted
+        assert drafted > 0 and accepted >= 0.8 * drafted, (drafted, accepted)
+        want = [_gen(plain, p).tokens for p in PROMPTS[:2]]
+        streams = [e.submit(e.request(p, max_tokens=40, temperature=0.0, cache_prompt=False, ignore_eos=True), quiet=True)
+                   for p in PROMPTS[:2]]
+        for w, st in zip(want, streams):
+            for _ in st:
+                pass
+            assert st.result.tokens == w
+    finally:
+        e.close()
+
+
+def test_draft_model_rejections_leave_outputs_and_caches_exact(tmp_path):
+    """A tiny gemma2 target (sliding-window ring) drafted for by another tiny model with the
+    same vocabulary and other weights, every draft taken (p_min 0), sampled at temperature
+    1: most drafts are rejected, and the tokens and the saved slot are plain decoding's."""
+    target, draft = tmp_path / "gemma2.gguf", tmp_path / "draft.gguf"
+    ta.write_model(target, "gemma2", "Q8_0", seed=3)
+    ta.write_model(draft, "gemma2", "Q8_0", seed=4)
+    files, stats = {}, None
+    for name, kw in (("plain", {}), ("spec", {"draft_model": str(draft)})):
+        e = Engine(str(target), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), **kw)
+        try:
+            r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                           seed=7, ignore_eos=True, id_slot=0, speculative={"p_min": 0.0, "n_max": 4})
+            files[name] = (r.tokens, e.slot_save(0, f"{name}.bin"))
+            if kw:
+                stats = (r.timings.draft_n, r.timings.draft_n_accepted)
+        finally:
+            e.close()
+    assert files["spec"][0] == files["plain"][0]
+    assert stats[0] > stats[1], f"no draft was rejected: {stats}"
+    assert (tmp_path / "spec.bin").read_bytes() == (tmp_path / "plain.bin").read_bytes()
+
+
+def test_draft_model_flags_and_incompatible_vocabularies(model_path, tmp_path):
+    tiny = tmp_path / "tiny.gguf"
+    ta.write_model(tiny, "gemma2", "Q8_0", seed=1)
+    with pytest.raises(InvalidRequestError, match=r"tiny.gguf cannot draft for .*: the BOS tokens differ \(target: added true, id 2; "):
+        Engine(model_path, draft_model=str(tiny))
+    c = parse_args(["-m", str(tiny), "-md", str(tiny), "-c", "256"], env={})
+    kw = c.engine_kwargs()
+    assert kw["draft_model"] == str(tiny) and kw["speculative"]["type"] == "draft-simple"
+    c = parse_args(["-m", str(tiny), "--spec-type", "ngram-simple,draft-simple"], env={"LLAMA_ARG_SPEC_DRAFT_MODEL": str(tiny)})
+    assert c.model_draft == str(tiny) and c.spec_type == ["ngram-simple", "draft-simple"]
+    s = LiveServer(create_app(parse_args(["-m", str(tiny), "-md", str(tiny), "-c", "256", "-np", "1", "--spec-draft-p-min", "0",
+                                          "--spec-draft-n-max", "4"], env={}))).start()
+    try:
+        with httpx.Client(base_url=s.url, timeout=60) as h:
+            r = h.post("/completion", json={"prompt": "a b a b a b", "n_predict": 16, "temperature": 0}).json()
+            assert r["timings"]["draft_n"] > 0 and r["timings"]["draft_n_accepted"] > 0
+            assert h.get("/slots").json()[0]["speculative"] is True
     finally:
         s.stop()

@@ -169,10 +169,10 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
         neg="--no-log-timestamps"),
     Opt("--spec-draft-type-k, -ctkd, --cache-type-k-draft", "cache_type_k_draft", "kvtype", "TYPE",
         "KV cache data type for K for the draft model", _E + "SPEC_DRAFT_CACHE_TYPE_K",
-        inert="speculative decoding with a draft model is not built yet"),
+        inert="the draft model's KV cache is f16"),
     Opt("--spec-draft-type-v, -ctvd, --cache-type-v-draft", "cache_type_v_draft", "kvtype", "TYPE",
         "KV cache data type for V for the draft model", _E + "SPEC_DRAFT_CACHE_TYPE_V",
-        inert="speculative decoding with a draft model is not built yet"),
+        inert="the draft model's KV cache is f16"),
     # ----- sampling params -----
     Opt("-s, --seed", "sampling.seed", "int", "SEED", "RNG seed (default: -1, use random seed for -1)", section=S, lo=-1),
     Opt("--temp, --temperature", "sampling.temperature", "float", "N", "temperature (default: 0.80)", section=S),

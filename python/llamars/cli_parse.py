@@ -131,10 +131,11 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         bad = [x for x in v if x not in SPEC_TYPES]
         if bad:
             raise _bad(label, raw, "expected a comma-separated list of: " + ", ".join(SPEC_TYPES))
-        later = [x for x in v if x.startswith("draft-")]
+        later = [x for x in v if x.startswith("draft-") and x != "draft-simple"]
         if later:
-            raise CLIError(f"{label}: speculative decoding type '{later[0]}' needs a draft model, which llamars does not "
-                           "run yet; use ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod or ngram-cache")
+            raise CLIError(f"{label}: speculative decoding type '{later[0]}' needs a draft head (EAGLE-3, MTP, DFlash) "
+                           "that llamars does not run yet; use draft-simple with -md, or ngram-simple, ngram-map-k, "
+                           "ngram-map-k4v, ngram-mod or ngram-cache")
         return v
     if k == "append":
         return raw

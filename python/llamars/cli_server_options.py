@@ -253,14 +253,13 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
     Opt("--log-prompts-dir", "log_prompts_dir", "str", "PATH",
         "Log prompts to directory (auto-created if not present; only used for debugging, default: disabled)",
         section=X, inert="prompts are not logged to files; use --verbose to log requests"),
-    # speculative decoding: n-gram lookup (ngram-simple) runs; a draft model is refused, the
-    # draft model's tuning flags accepted
+    # speculative decoding: n-gram lookup and a draft model (draft-simple) run; the draft
+    # model's placement and tuning flags are accepted (it runs on the CPU, on the target's threads)
     Opt("--spec-draft-model, -md, --model-draft", "model_draft", "str", "FNAME",
-        "draft model for speculative decoding (default: unused)", _E + "SPEC_DRAFT_MODEL", X,
-        owner="speculative decoding with a draft model"),
+        "draft model for speculative decoding (default: unused)", _E + "SPEC_DRAFT_MODEL", X),
     Opt("--spec-draft-hf, -hfd, -hfrd, --hf-repo-draft", "hf_repo_draft", "str", "<user>/<model>[:quant]",
         "Same as --hf-repo, but for the draft model (default: unused)", _E + "SPEC_DRAFT_HF_REPO", X,
-        owner="speculative decoding with a draft model"),
+        owner="downloading models"),
     Opt("--spec-type", "spec_type", "spectype", "TYPES",
         "comma-separated list of types of speculative decoding to use (default: none)", _E + "SPEC_TYPE", X),
     Opt("--spec-default", "spec_default", "bool", "", "enable default speculative decoding config", section=X,

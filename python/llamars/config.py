@@ -123,6 +123,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     spec_ngram_mod_n_match: int = 24
     spec_ngram_mod_n_min: int = 48
     spec_ngram_mod_n_max: int = 64
+    model_draft: Optional[str] = None  # -md (draft-simple)
     lookup_cache_static: Optional[str] = None   # -lcs (ngram-cache)
     lookup_cache_dynamic: Optional[str] = None  # -lcd (ngram-cache; read, not written)
     slot_save_path: Optional[str] = None
@@ -234,8 +235,8 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             cache_reuse=self.cache_reuse, cache_ram=self.cache_ram, context_shift=self.context_shift,
             slot_save_path=self.slot_save_path, swa_full=self.swa_full,
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
-            main_gpu=self.main_gpu, progress=False if self.log_disable else None,
-            speculative={"type": ",".join(self.spec_type) or "none",
+            main_gpu=self.main_gpu, progress=False if self.log_disable else None, draft_model=self.model_draft,
+            speculative={"type": ",".join(self.spec_type) or ("draft-simple" if self.model_draft else "none"),
                          **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")},
                          "lookup_cache_static": self.lookup_cache_static, "lookup_cache_dynamic": self.lookup_cache_dynamic},
         )

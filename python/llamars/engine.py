@@ -109,8 +109,10 @@ class Engine:
     comma-separated: drafts looked up in the prompt and the output so far), or a dict with
     "type" and parameters named as llama-server's flags ("ngram_simple_size_n",
     "ngram_map_k4v_min_hits", "ngram_mod_n_match", ..., and for "ngram-cache" the files
-    "lookup_cache_static" / "lookup_cache_dynamic"); greedy and seeded outputs stay
-    exactly those without it. Per call, `speculative={"n_max": 8,
+    "lookup_cache_static" / "lookup_cache_dynamic"); `draft_model` (a GGUF file whose
+    vocabulary matches the model's) drafts with a second model ("draft-simple", the type
+    when `speculative` is not given); greedy and seeded outputs stay exactly those
+    without it. Per call, `speculative={"n_max": 8,
     "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
     """
 
@@ -151,9 +153,10 @@ class Engine:
         if cache_ram < -1:
             raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
         spec = _spec_config(speculative)
-        if draft_model is not None:
-            raise InvalidRequestError("draft_model: speculative decoding with a draft model is not built yet; use "
-                                      "speculative='ngram-simple' or another n-gram type (drafts from the prompt and the output)")
+        if draft_model is not None and not isinstance(draft_model, (str, os.PathLike)):
+            raise InvalidRequestError(f"draft_model: must be a GGUF file path, got {draft_model!r}")
+        if draft_model is not None and speculative is None:
+            spec = ("draft-simple",) + spec[1:]
         ngl = gpu_layers(n_gpu_layers)
         if main_gpu < 0:
             raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")
@@ -178,6 +181,7 @@ class Engine:
                 device,
                 main_gpu,
                 *spec,
+                os.fspath(draft_model) if draft_model is not None else None,
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:

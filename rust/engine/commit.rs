@@ -4,6 +4,7 @@
 //! released. Before planning, sequences at the end of their context are shifted or ended,
 //! and generating sequences take their drafts (speculative decoding, `speculative.rs`).
 use super::decode::StopReason;
+use super::draft_model::DraftAsk;
 use super::execute::Logits;
 use super::planner::{Batch, SlotView, Work};
 use super::request::{Event, Progress};
@@ -44,14 +45,16 @@ impl LoopState {
     /// may still generate, what its context holds (a draft never writes a position that
     /// one-token decoding would not reach) and one micro-batch.
     pub fn make_drafts(&mut self) {
-        let LoopState { cfg, slots, kv, shared_drafts, .. } = self;
+        let LoopState { cfg, slots, kv, shared_drafts, draft, engine, .. } = self;
         let spec = &cfg.spec;
         if !spec.enabled() {
             return;
         }
         let n_ctx = kv.slot_ctx;
         let per_pass = cfg.n_ubatch.saturating_sub(1);
-        for s in slots.iter_mut() {
+        // sequences the n-gram sources left without a draft, for the draft model
+        let mut asks: Vec<(usize, Vec<u32>, usize, f32)> = Vec::new();
+        for (si, s) in slots.iter_mut().enumerate() {
             let n_past = s.cells.n_past();
             let Some(t) = s.task.as_mut() else { continue };
             t.draft.clear();
@@ -66,7 +69,23 @@ impl LoopState {
                 continue;
             }
             let d = spec.draft(&mut t.drafter, shared_drafts, &t.prompt, &t.dec.tokens, max);
+            if d.is_empty() && draft.is_some() {
+                asks.push((si, [&t.prompt[..], &t.dec.tokens[..]].concat(), max, sp.p_min));
+            } else if d.len() >= sp.n_min.min(sp.n_max).max(1) {
+                t.draft = d;
+            }
+        }
+        let Some(dm) = draft.as_mut() else { return };
+        if asks.is_empty() {
+            return;
+        }
+        let a: Vec<DraftAsk<'_>> = asks.iter().map(|(si, h, max, p_min)| DraftAsk { slot: *si, history: h, max: *max, p_min: *p_min }).collect();
+        let drafts = dm.draft(&engine.pool, &a);
+        for ((si, ..), d) in asks.iter().zip(drafts) {
+            let Some(t) = slots[*si].task.as_mut() else { continue };
+            let sp = t.dec.params.spec;
             if d.len() >= sp.n_min.min(sp.n_max).max(1) {
+                t.drafter.drafted_by_model();
                 t.draft = d;
             }
         }

@@ -4,6 +4,7 @@ mod admission;
 mod batch_loop;
 mod commit;
 mod decode;
+pub mod draft_model;
 mod encode;
 mod execute;
 pub mod fields;

@@ -1,6 +1,7 @@
 //! What passes between the callers' threads and the engine loop: the scheduler's
 //! configuration, the command queue (requests, cancellations, slot actions), the shared
 //! flags (shutdown, a dead loop), the published snapshot, and the faults tests inject.
+use super::draft_model::DraftEngine;
 use super::speculative::SpecConfig;
 use super::metrics::Snapshot;
 use super::request::Request;
@@ -30,6 +31,8 @@ pub struct SchedConfig {
     pub swa_full: bool,
     /// Speculative decoding (`--spec-type` and its parameters).
     pub spec: SpecConfig,
+    /// The draft model of `draft-simple` speculative decoding (`-md`).
+    pub draft: Option<DraftEngine>,
 }
 
 impl Default for SchedConfig {
@@ -44,6 +47,7 @@ impl Default for SchedConfig {
             slot_save_path: None,
             swa_full: false,
             spec: SpecConfig::default(),
+            draft: None,
         }
     }
 }

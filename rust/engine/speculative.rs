@@ -32,10 +32,13 @@ pub enum SpecKind {
     NgramMapK4v,
     NgramMod,
     NgramCache,
+    /// A draft model (`-md`, `draft_model.rs`).
+    DraftSimple,
 }
 
 /// The sources llamars runs, in llama.cpp's order of preference.
-const KINDS: [SpecKind; 5] = [SpecKind::NgramSimple, SpecKind::NgramMapK, SpecKind::NgramMapK4v, SpecKind::NgramMod, SpecKind::NgramCache];
+const KINDS: [SpecKind; 6] =
+    [SpecKind::NgramSimple, SpecKind::NgramMapK, SpecKind::NgramMapK4v, SpecKind::NgramMod, SpecKind::NgramCache, SpecKind::DraftSimple];
 
 impl SpecKind {
     /// llama-server's names; the draft sources llamars runs.
@@ -54,6 +57,7 @@ impl SpecKind {
             SpecKind::NgramMapK4v => "ngram-map-k4v",
             SpecKind::NgramMod => "ngram-mod",
             SpecKind::NgramCache => "ngram-cache",
+            SpecKind::DraftSimple => "draft-simple",
         }
     }
 
@@ -138,8 +142,8 @@ impl SpecConfig {
         let mut kinds = 0;
         for name in list.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             let k = SpecKind::parse(name).ok_or_else(|| match name {
-                "draft-simple" | "draft-eagle3" | "draft-mtp" | "draft-mtp-adaptive" | "draft-dflash" | "draft-dspark" => {
-                    format!("speculative decoding type '{name}' needs a draft model, which llamars does not run yet; use an n-gram type ({})", Self::types_text())
+                "draft-eagle3" | "draft-mtp" | "draft-mtp-adaptive" | "draft-dflash" | "draft-dspark" => {
+                    format!("speculative decoding type '{name}' needs a draft head (EAGLE-3, MTP, DFlash) that llamars does not run yet; use draft-simple with a draft model or an n-gram type ({})", Self::types_text())
                 }
                 _ => format!("unknown speculative decoding type '{name}' (types: none, {})", Self::types_text()),
             })?;
@@ -164,6 +168,10 @@ impl SpecConfig {
 
     pub fn enabled(&self) -> bool {
         self.kinds != 0
+    }
+
+    pub fn has(&self, k: SpecKind) -> bool {
+        self.kinds & k.bit() != 0
     }
 
     /// `none`, or the sources on as `--spec-type` lists them.
@@ -218,7 +226,7 @@ impl SpecConfig {
     /// on, the lookup cache files read when `ngram-cache` is (tokens checked against
     /// `n_vocab`).
     pub fn shared(&self, n_vocab: usize) -> Result<SharedDrafts> {
-        let on = |k: SpecKind| self.kinds & k.bit() != 0;
+        let on = |k: SpecKind| self.has(k);
         let mut sh = SharedDrafts { ngram_mod: on(SpecKind::NgramMod).then(|| NgramMod::new(self.ngram_mod.n_match, MOD_ENTRIES)), ..Default::default() };
         if on(SpecKind::NgramCache) {
             if let Some(p) = &self.lookup_static {
@@ -258,7 +266,8 @@ impl SpecConfig {
                     None => Vec::new(),
                 },
                 SpecKind::NgramCache => st.lookup.draft(&shared.lookup, &h, N_DRAFT),
-                SpecKind::None => Vec::new(),
+                // the draft model drafts for all sequences together (`make_drafts`)
+                SpecKind::DraftSimple | SpecKind::None => Vec::new(),
             };
             if !d.is_empty() {
                 d.truncate(max);
@@ -281,6 +290,11 @@ pub struct Drafter {
 }
 
 impl Drafter {
+    /// The last draft came from the draft model.
+    pub fn drafted_by_model(&mut self) {
+        self.last = Some(SpecKind::DraftSimple);
+    }
+
     /// `n_accepted` of the last draft's tokens were accepted: its source learns it.
     pub fn accept(&mut self, shared: &mut SharedDrafts, n_accepted: usize) {
         match self.last.take() {
@@ -367,7 +381,9 @@ mod tests {
     fn types_and_parameters_are_checked() {
         let mut c = SpecConfig::default();
         assert!(c.set_types("ngram-simple,none").is_ok() && !c.enabled(), "none turns it off");
-        assert!(c.set_types("draft-mtp").unwrap_err().contains("draft model"));
+        assert!(c.set_types("draft-mtp").unwrap_err().contains("draft head"));
+        assert!(c.set_types("draft-simple,ngram-mod").is_ok() && c.has(SpecKind::DraftSimple));
+        assert_eq!(c.types_name(), "ngram-mod,draft-simple");
         assert!(c.set_types("ngram-bogus").unwrap_err().contains("unknown"));
         for (name, _) in SPEC_PARAMS {
             c.set(name, 7).unwrap();

@@ -7,7 +7,8 @@ use super::metrics::{Metrics, Snapshot};
 use super::prompt_cache::PromptCache;
 use super::queue::SchedConfig;
 use super::request::{Event, Final, Request};
-use super::speculative::SharedDrafts;
+use super::draft_model::DraftModel;
+use super::speculative::{SharedDrafts, SpecKind};
 use super::slot::{Slot, SlotInfo};
 use super::Engine;
 use crate::error::{Error, Result};
@@ -29,6 +30,8 @@ pub struct LoopState {
     pub ended: Vec<(Request, Event)>,
     /// What all sequences' draft sources share (speculative decoding).
     pub shared_drafts: SharedDrafts,
+    /// The draft model and its cache (`draft-simple`).
+    pub draft: Option<DraftModel>,
 }
 
 impl LoopState {
@@ -43,7 +46,12 @@ impl LoopState {
             .collect();
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, kv_cache_bytes: kv.bytes(), ..Metrics::default() };
         let shared_drafts = cfg.spec.shared(c.n_vocab)?;
-        Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), shared_drafts, engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
+        let draft = match (&cfg.draft, cfg.spec.has(SpecKind::DraftSimple)) {
+            (Some(d), true) => Some(DraftModel::new(d.0.clone(), cfg.n_parallel, n_ctx_slot, cfg.n_ubatch, c.n_vocab)?),
+            (None, true) => return Err(Error::InvalidRequest("speculative decoding type draft-simple needs a draft model (-md / draft_model)".into())),
+            _ => None,
+        };
+        Ok(LoopState { fingerprint: m.fingerprint(), ram: PromptCache::new(cfg.cache_ram_mib), shared_drafts, draft, engine, cfg, kv, slots, clock: 0, metrics, ended: Vec::new() })
     }
 
     pub fn busy(&self) -> bool {

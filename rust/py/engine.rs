@@ -4,6 +4,7 @@ use super::errors::{to_py, InvalidRequestError};
 use super::fields::PyGenerationRequest;
 use super::request::{PyHub, PyRequest};
 use crate::engine::fields::Ctx;
+use crate::engine::draft_model::{check_compatible, DraftEngine};
 use crate::engine::speculative::SpecConfig;
 use crate::engine::{Engine, EngineConfig, Fault, SchedConfig, Scheduler, Sink, SlotAction};
 use pyo3::prelude::*;
@@ -23,7 +24,7 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
-        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None))]
+        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -46,9 +47,12 @@ impl PyEngine {
         spec_params: Option<Vec<(String, usize)>>,
         lookup_cache_static: Option<PathBuf>,
         lookup_cache_dynamic: Option<PathBuf>,
+        draft_model: Option<PathBuf>,
     ) -> PyResult<Self> {
         let mut spec = SpecConfig::default();
-        spec.set_types(spec_type.as_deref().unwrap_or("none")).map_err(InvalidRequestError::new_err)?;
+        // a draft model with no type named: draft-simple
+        let default_type = if draft_model.is_some() { "draft-simple" } else { "none" };
+        spec.set_types(spec_type.as_deref().unwrap_or(default_type)).map_err(InvalidRequestError::new_err)?;
         for (name, v) in spec_params.unwrap_or_default() {
             spec.set(&name, v).map_err(InvalidRequestError::new_err)?;
         }
@@ -66,10 +70,21 @@ impl PyEngine {
             slot_save_path,
             swa_full,
             spec,
+            draft: None,
         };
+        let mut sc = sc;
         let (e, s) = py
             .detach(|| -> crate::Result<_> {
-                let e = Arc::new(Engine::load(&path, cfg)?);
+                let e = Arc::new(Engine::load(&path, cfg.clone())?);
+                if let Some(dp) = &draft_model {
+                    // the draft computes on the target's thread pool (the two never run at once)
+                    let dcfg = EngineConfig { n_ctx: e.config.n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, gpu: Default::default() };
+                    let d = Engine::load(dp, dcfg)?;
+                    check_compatible(&e, &d).map_err(|why| {
+                        crate::Error::InvalidRequest(format!("draft model {} cannot draft for {}: {why}", dp.display(), path.display()))
+                    })?;
+                    sc.draft = Some(DraftEngine(Arc::new(d)));
+                }
                 let s = Scheduler::start(e.clone(), sc)?;
                 Ok((e, s))
             })
@@ -387,6 +402,7 @@ impl PyEngine {
             params.set_item(k, v)?;
         }
         d.set_item("spec_params", params)?;
+        d.set_item("draft_model", self.sched.config.draft.as_ref().map(|dm| dm.0.model.gguf.path().display().to_string()))?;
         d.set_item("isa", crate::quant::isa().name())?;
         d.set_item("n_gpu_layers_offloaded", e.model.n_gpu_layers_offloaded())?;
         d.set_item("gpu_device", e.model.gpu.as_ref().map(|g| g.device_name()))?;
