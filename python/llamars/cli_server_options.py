@@ -7,6 +7,9 @@ from typing import Tuple
 
 from .cli_opt import _E, X, Opt
 
+_DRAFT_THREADS = "the draft model runs on the target's threads (-t / -tb)"
+_DRAFT_CPU = "the draft model runs on the CPU"
+
 SERVER_OPTIONS: Tuple[Opt, ...] = (
     # ----- example-specific params (server) -----
     Opt("-lcs, --lookup-cache-static", "lookup_cache_static", "str", "FNAME",
@@ -281,40 +284,40 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
                        ("n-max", "maximum number of ngram tokens to use for ngram-based speculative decoding (default: 64)", 1),
                        ("n-match", "ngram-mod lookup length (default: 24)", 1))),
     *(Opt(names, names.split(", ")[0].lstrip("-").replace("-", "_"), kind, hint, h, env, X, neg=neg,
-          inert="speculative decoding is not built yet")
-      for names, kind, hint, h, env, neg in (
+          inert=why)
+      for names, kind, hint, h, env, neg, why in (
         ("--spec-draft-threads, -td, --threads-draft", "threads", "N", "number of threads to use during generation "
-         "(default: same as --threads)", None, ""),
+         "(default: same as --threads)", None, "", _DRAFT_THREADS),
         ("--spec-draft-threads-batch, -tbd, --threads-batch-draft", "threads", "N", "number of threads to use during "
-         "batch and prompt processing (default: same as --threads-draft)", None, ""),
-        ("--spec-draft-cpu-mask, -Cd, --cpu-mask-draft", "str", "M", "Draft model CPU affinity mask", None, ""),
-        ("--spec-draft-cpu-range, -Crd, --cpu-range-draft", "str", "lo-hi", "Ranges of CPUs for affinity", None, ""),
-        ("--spec-draft-cpu-strict, --cpu-strict-draft", "int", "<0|1>", "Use strict CPU placement for draft model", None, ""),
-        ("--spec-draft-prio, --prio-draft", "int", "N", "set draft process/thread priority", None, ""),
-        ("--spec-draft-poll, --poll-draft", "int", "<0|1>", "Use polling to wait for draft model work", None, ""),
-        ("--spec-draft-cpu-mask-batch, -Cbd, --cpu-mask-batch-draft", "str", "M", "Draft model CPU affinity mask", None, ""),
+         "batch and prompt processing (default: same as --threads-draft)", None, "", _DRAFT_THREADS),
+        ("--spec-draft-cpu-mask, -Cd, --cpu-mask-draft", "str", "M", "Draft model CPU affinity mask", None, "", _DRAFT_THREADS),
+        ("--spec-draft-cpu-range, -Crd, --cpu-range-draft", "str", "lo-hi", "Ranges of CPUs for affinity", None, "", _DRAFT_THREADS),
+        ("--spec-draft-cpu-strict, --cpu-strict-draft", "int", "<0|1>", "Use strict CPU placement for draft model", None, "", _DRAFT_THREADS),
+        ("--spec-draft-prio, --prio-draft", "int", "N", "set draft process/thread priority", None, "", _DRAFT_THREADS),
+        ("--spec-draft-poll, --poll-draft", "int", "<0|1>", "Use polling to wait for draft model work", None, "", _DRAFT_THREADS),
+        ("--spec-draft-cpu-mask-batch, -Cbd, --cpu-mask-batch-draft", "str", "M", "Draft model CPU affinity mask", None, "", _DRAFT_THREADS),
         ("--spec-draft-cpu-strict-batch, --cpu-strict-batch-draft", "int", "<0|1>",
-         "Use strict CPU placement for draft model", None, ""),
-        ("--spec-draft-prio-batch, --prio-batch-draft", "int", "N", "set draft process/thread priority", None, ""),
-        ("--spec-draft-poll-batch, --poll-batch-draft", "int", "<0|1>", "Use polling to wait for draft model work", None, ""),
+         "Use strict CPU placement for draft model", None, "", _DRAFT_THREADS),
+        ("--spec-draft-prio-batch, --prio-batch-draft", "int", "N", "set draft process/thread priority", None, "", _DRAFT_THREADS),
+        ("--spec-draft-poll-batch, --poll-batch-draft", "int", "<0|1>", "Use polling to wait for draft model work", None, "", _DRAFT_THREADS),
         ("--spec-draft-override-tensor, -otd, --override-tensor-draft", "str", "<tensor name pattern>=<buffer type>,...",
-         "override tensor buffer type for draft model", None, ""),
+         "override tensor buffer type for draft model", None, "", _DRAFT_CPU),
         ("--spec-draft-cpu-moe, -cmoed, --cpu-moe-draft", "bool", "",
-         "keep all Mixture of Experts (MoE) weights in the CPU for the draft model", _E + "SPEC_DRAFT_CPU_MOE", ""),
+         "keep all Mixture of Experts (MoE) weights in the CPU for the draft model", _E + "SPEC_DRAFT_CPU_MOE", "", _DRAFT_CPU),
         ("--spec-draft-n-cpu-moe, --spec-draft-ncmoe, -ncmoed, --n-cpu-moe-draft", "int", "N",
-         "keep the MoE weights of the first N layers in the CPU for the draft model", _E + "SPEC_DRAFT_N_CPU_MOE", ""),
+         "keep the MoE weights of the first N layers in the CPU for the draft model", _E + "SPEC_DRAFT_N_CPU_MOE", "", _DRAFT_CPU),
         ("--spec-synth-len", "float", "L", "target mean synthetic acceptance length (benchmarking only)",
-         _E + "SPEC_SYNTH_LEN", ""),
+         _E + "SPEC_SYNTH_LEN", "", "synthetic acceptance (benchmarking only) is not built"),
         ("--spec-synth-rates", "str", "P0,P1,...", "per-position synthetic acceptance probabilities (benchmarking only)",
-         _E + "SPEC_SYNTH_RATES", ""),
+         _E + "SPEC_SYNTH_RATES", "", "synthetic acceptance (benchmarking only) is not built"),
         ("--spec-draft-p-split, --draft-p-split", "float", "P", "speculative decoding split probability (default: 0.10)",
-         _E + "SPEC_DRAFT_P_SPLIT", ""),
+         _E + "SPEC_DRAFT_P_SPLIT", "", "drafts are single sequences (no draft trees)"),
         ("--spec-draft-backend-sampling", "bool", "", "offload draft sampling to the backend (default: enabled)",
-         _E + "SPEC_DRAFT_BACKEND_SAMPLING", "--no-spec-draft-backend-sampling"),
+         _E + "SPEC_DRAFT_BACKEND_SAMPLING", "--no-spec-draft-backend-sampling", "the draft's tokens are chosen on the CPU"),
         ("--spec-draft-device, -devd, --device-draft", "str", "<dev1,dev2,..>",
-         "comma-separated list of devices to use for offloading the draft model", None, ""),
+         "comma-separated list of devices to use for offloading the draft model", None, "", _DRAFT_CPU),
         ("--spec-draft-ngl, -ngld, --gpu-layers-draft, --n-gpu-layers-draft", "ngl", "N",
-         "max. number of draft model layers to store in VRAM", _E + "N_GPU_LAYERS_DRAFT", ""),
+         "max. number of draft model layers to store in VRAM", _E + "N_GPU_LAYERS_DRAFT", "", _DRAFT_CPU),
     )),
     # removed from llama-server: it refuses them with these messages, and so does llamars-server
     *(Opt(names, "@removed", "int", "N", msg, env, X, removed=msg)
