@@ -336,6 +336,9 @@ def test_draft_model_flags_and_incompatible_vocabularies(model_path, tmp_path):
     c = parse_args(["-m", str(tiny), "-md", str(tiny), "-c", "256"], env={})
     kw = c.engine_kwargs()
     assert kw["draft_model"] == str(tiny) and kw["speculative"]["type"] == "draft-simple"
+    assert parse_args(["-m", str(tiny), "-md", str(tiny), "-cd", "512"], env={}).engine_kwargs()["draft_n_ctx"] == 512
+    with pytest.raises(InvalidRequestError, match="draft model's context of 16 tokens leaves 4 per slot; raise -cd"):
+        Engine(str(tiny), n_ctx=256, n_parallel=4, draft_model=str(tiny), draft_n_ctx=16)
     c = parse_args(["-m", str(tiny), "--spec-type", "ngram-simple,draft-simple"], env={"LLAMA_ARG_SPEC_DRAFT_MODEL": str(tiny)})
     assert c.model_draft == str(tiny) and c.spec_type == ["ngram-simple", "draft-simple"]
     s = LiveServer(create_app(parse_args(["-m", str(tiny), "-md", str(tiny), "-c", "256", "-np", "1", "--spec-draft-p-min", "0",

@@ -260,6 +260,9 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
     # model's placement and tuning flags are accepted (it runs on the CPU, on the target's threads)
     Opt("--spec-draft-model, -md, --model-draft", "model_draft", "str", "FNAME",
         "draft model for speculative decoding (default: unused)", _E + "SPEC_DRAFT_MODEL", X),
+    Opt("-cd, --ctx-size-draft", "ctx_size_draft", "int", "N",
+        "size of the prompt context for the draft model (default: 0, 0 = the model's context)", _E + "CTX_SIZE_DRAFT", X,
+        lo=0),
     Opt("--spec-draft-hf, -hfd, -hfrd, --hf-repo-draft", "hf_repo_draft", "str", "<user>/<model>[:quant]",
         "Same as --hf-repo, but for the draft model (default: unused)", _E + "SPEC_DRAFT_HF_REPO", X,
         owner="downloading models"),

@@ -124,6 +124,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     spec_ngram_mod_n_min: int = 48
     spec_ngram_mod_n_max: int = 64
     model_draft: Optional[str] = None  # -md (draft-simple)
+    ctx_size_draft: int = 0  # -cd: the draft model's context (0: the target's)
     lookup_cache_static: Optional[str] = None   # -lcs (ngram-cache)
     lookup_cache_dynamic: Optional[str] = None  # -lcd (ngram-cache; read, not written)
     slot_save_path: Optional[str] = None
@@ -236,6 +237,7 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             slot_save_path=self.slot_save_path, swa_full=self.swa_full,
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
             main_gpu=self.main_gpu, progress=False if self.log_disable else None, draft_model=self.model_draft,
+            draft_n_ctx=self.ctx_size_draft,
             speculative={"type": ",".join(self.spec_type) or ("draft-simple" if self.model_draft else "none"),
                          **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")},
                          "lookup_cache_static": self.lookup_cache_static, "lookup_cache_dynamic": self.lookup_cache_dynamic},

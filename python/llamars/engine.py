@@ -111,7 +111,7 @@ class Engine:
     "ngram_map_k4v_min_hits", "ngram_mod_n_match", ..., and for "ngram-cache" the files
     "lookup_cache_static" / "lookup_cache_dynamic"); `draft_model` (a GGUF file whose
     vocabulary matches the model's) drafts with a second model ("draft-simple", the type
-    when `speculative` is not given); greedy and seeded outputs stay exactly those
+    when `speculative` is not given; `draft_n_ctx`: its context, 0 = the model's); greedy and seeded outputs stay exactly those
     without it. Per call, `speculative={"n_max": 8,
     "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
     """
@@ -136,6 +136,7 @@ class Engine:
         main_gpu: int = 0,
         speculative: Union[None, str, Dict[str, Any]] = None,
         draft_model: Union[str, os.PathLike, None] = None,
+        draft_n_ctx: int = 0,
         progress: Optional[bool] = None,
     ) -> None:
         if n_ctx < 0:
@@ -155,6 +156,8 @@ class Engine:
         spec = _spec_config(speculative)
         if draft_model is not None and not isinstance(draft_model, (str, os.PathLike)):
             raise InvalidRequestError(f"draft_model: must be a GGUF file path, got {draft_model!r}")
+        if isinstance(draft_n_ctx, bool) or not isinstance(draft_n_ctx, int) or draft_n_ctx < 0:
+            raise InvalidRequestError(f"draft_n_ctx must be >= 0 (0: the model's context), got {draft_n_ctx!r}")
         if draft_model is not None and speculative is None:
             spec = ("draft-simple",) + spec[1:]
         ngl = gpu_layers(n_gpu_layers)
@@ -182,6 +185,7 @@ class Engine:
                 main_gpu,
                 *spec,
                 os.fspath(draft_model) if draft_model is not None else None,
+                draft_n_ctx,
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:

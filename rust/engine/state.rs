@@ -47,7 +47,14 @@ impl LoopState {
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, kv_cache_bytes: kv.bytes(), ..Metrics::default() };
         let shared_drafts = cfg.spec.shared(c.n_vocab)?;
         let draft = match (&cfg.draft, cfg.spec.has(SpecKind::DraftSimple)) {
-            (Some(d), true) => Some(DraftModel::new(d.0.clone(), cfg.n_parallel, n_ctx_slot, cfg.n_ubatch, c.n_vocab)?),
+            (Some(d), true) => {
+                // the draft's context (-cd; the target's unless set) split over the slots as the target's is
+                let n_ctx_draft = d.0.config.n_ctx / cfg.n_parallel;
+                if n_ctx_draft < 8 {
+                    return Err(Error::InvalidRequest(format!("the draft model's context of {} tokens leaves {n_ctx_draft} per slot; raise -cd", d.0.config.n_ctx)));
+                }
+                Some(DraftModel::new(d.0.clone(), cfg.n_parallel, n_ctx_draft, cfg.n_ubatch, c.n_vocab)?)
+            }
             (None, true) => return Err(Error::InvalidRequest("speculative decoding type draft-simple needs a draft model (-md / draft_model)".into())),
             _ => None,
         };

@@ -24,7 +24,7 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
-        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None))]
+        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None, draft_n_ctx=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -48,6 +48,7 @@ impl PyEngine {
         lookup_cache_static: Option<PathBuf>,
         lookup_cache_dynamic: Option<PathBuf>,
         draft_model: Option<PathBuf>,
+        draft_n_ctx: usize,
     ) -> PyResult<Self> {
         let mut spec = SpecConfig::default();
         // a draft model with no type named: draft-simple
@@ -78,7 +79,8 @@ impl PyEngine {
                 let e = Arc::new(Engine::load(&path, cfg.clone())?);
                 if let Some(dp) = &draft_model {
                     // the draft computes on the target's thread pool (the two never run at once)
-                    let dcfg = EngineConfig { n_ctx: e.config.n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, gpu: Default::default() };
+                    let n_ctx = if draft_n_ctx > 0 { draft_n_ctx } else { e.config.n_ctx };
+                    let dcfg = EngineConfig { n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, gpu: Default::default() };
                     let d = Engine::load(dp, dcfg)?;
                     check_compatible(&e, &d).map_err(|why| {
                         crate::Error::InvalidRequest(format!("draft model {} cannot draft for {}: {why}", dp.display(), path.display()))
