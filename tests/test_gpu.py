@@ -165,6 +165,25 @@ def test_speculative_decoding_on_the_device(tiny, device, arch):
     assert drafted > accepted > 0, (drafted, accepted)
 
 
+def test_draft_model_on_the_cpu_for_a_target_on_the_device(tiny, device):
+    """A draft model (draft-simple; it runs on the CPU) drafting for a target with every
+    layer offloaded: the target's tokens are plain decoding's on the device, greedy and
+    seeded, with drafts accepted and rejected."""
+    p = tiny("llama", "Q8_0")
+    plain = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device)
+    fast = llamars.Engine(p, n_ctx=256, n_threads=1, n_gpu_layers="all", device=device, draft_model=p)
+    assert fast.info["spec_type"] == "draft-simple" and fast.n_gpu_layers_offloaded == plain.n_gpu_layers_offloaded
+    prompt = [1, 5, 9, 5, 9, 7, 5, 9, 11, 5]
+    drafted = accepted = 0
+    for kw in (dict(temperature=0.0), dict(temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, seed=7)):
+        a = plain.generate(prompt, max_tokens=40, ignore_eos=True, **kw)
+        b = fast.generate(prompt, max_tokens=40, ignore_eos=True, speculative={"p_min": 0.0, "n_max": 4}, **kw)
+        assert b.tokens == a.tokens, kw
+        drafted += b.timings.draft_n
+        accepted += b.timings.draft_n_accepted
+    assert drafted > accepted > 0, (drafted, accepted)
+
+
 def test_ngl_zero_and_bad_arguments(tiny, device):
     p = tiny("llama", "F32")
     e = llamars.Engine(p, n_ctx=64, n_threads=1, n_gpu_layers=0, device=device)
