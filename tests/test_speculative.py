@@ -213,24 +213,27 @@ def test_ngram_cache_reads_llama_cpp_lookup_files(engines, model_path, tmp_path)
     assert c.engine_kwargs()["speculative"]["lookup_cache_static"] == str(tmp_path / "static.bin")
 
 
+def _sampled_run_saved(model, tmp_path, name, gen_kw=None, **engine_kw):
+    """A temperature-1 seeded run of 60 tokens on the tiny model in slot 0, saved to
+    `name`.bin: (tokens, the save's reply, (drafted, accepted))."""
+    e = Engine(str(model), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), **engine_kw)
+    try:
+        r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+                       seed=7, ignore_eos=True, id_slot=0, **(gen_kw or {}))
+        return r.tokens, e.slot_save(0, f"{name}.bin"), (r.timings.draft_n, r.timings.draft_n_accepted)
+    finally:
+        e.close()
+
+
 def test_rejected_drafts_leave_the_cache_as_plain_decoding_does(tmp_path):
     """A tiny gemma2 (sliding window 4 on every other layer: the ring) sampled at
     temperature 1, so that most drafts are rejected: the saved slots of a speculative and a
     plain run are the same bytes."""
     path = tmp_path / "gemma2.gguf"
     ta.write_model(path, "gemma2", "Q8_0", seed=3)
-    files = {}
-    stats = None
-    for name, spec in (("plain", None), ("spec", {"type": "ngram-simple", "ngram_simple_size_n": 1, "ngram_simple_size_m": 6})):
-        e = Engine(str(path), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), speculative=spec)
-        try:
-            r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
-                           seed=7, ignore_eos=True, id_slot=0)
-            files[name] = (r.tokens, e.slot_save(0, f"{name}.bin"))
-            if spec:
-                stats = (r.timings.draft_n, r.timings.draft_n_accepted)
-        finally:
-            e.close()
+    files = {name: _sampled_run_saved(path, tmp_path, name, speculative=spec)
+             for name, spec in (("plain", None), ("spec", {"type": "ngram-simple", "ngram_simple_size_n": 1, "ngram_simple_size_m": 6}))}
+    stats = files["spec"][2]
     assert files["spec"][0] == files["plain"][0]
     assert files["spec"][1]["n_tokens"] == files["plain"][1]["n_tokens"] == 10 + 59
     assert stats[0] > stats[1], f"no draft was rejected: {stats}"
@@ -312,17 +315,10 @@ def test_draft_model_rejections_leave_outputs_and_caches_exact(tmp_path):
     target, draft = tmp_path / "gemma2.gguf", tmp_path / "draft.gguf"
     ta.write_model(target, "gemma2", "Q8_0", seed=3)
     ta.write_model(draft, "gemma2", "Q8_0", seed=4)
-    files, stats = {}, None
-    for name, kw in (("plain", {}), ("spec", {"draft_model": str(draft)})):
-        e = Engine(str(target), n_ctx=256, n_ubatch=8, n_batch=8, slot_save_path=str(tmp_path), **kw)
-        try:
-            r = e.generate([1, 5, 9, 5, 9, 7, 5, 9, 11, 5], max_tokens=60, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
-                           seed=7, ignore_eos=True, id_slot=0, speculative={"p_min": 0.0, "n_max": 4})
-            files[name] = (r.tokens, e.slot_save(0, f"{name}.bin"))
-            if kw:
-                stats = (r.timings.draft_n, r.timings.draft_n_accepted)
-        finally:
-            e.close()
+    call = {"speculative": {"p_min": 0.0, "n_max": 4}}
+    files = {"plain": _sampled_run_saved(target, tmp_path, "plain", call),
+             "spec": _sampled_run_saved(target, tmp_path, "spec", call, draft_model=str(draft))}
+    stats = files["spec"][2]
     assert files["spec"][0] == files["plain"][0]
     assert stats[0] > stats[1], f"no draft was rejected: {stats}"
     assert (tmp_path / "spec.bin").read_bytes() == (tmp_path / "plain.bin").read_bytes()
