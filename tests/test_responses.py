@@ -16,7 +16,7 @@ from server_util import LiveServer
 from llamars.config import ServerConfig
 from llamars.server import responses_convert as conv
 from llamars.server.app import create_app
-from llamars.server.response_store import SQLiteStore
+from llamars.server.response_store_sqlite import SQLiteStore
 
 G = {"temperature": 0, "max_output_tokens": 24}
 WEATHER = {

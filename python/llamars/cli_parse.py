@@ -65,6 +65,20 @@ def _read_key_file(label: str, path: str) -> List[str]:
     return [s for s in (ln.strip() for ln in lines) if s and not s.startswith("#")]
 
 
+def _duration(raw: str) -> float:
+    """`--responses-ttl`: seconds, or a number with s / m / h / d; 0 keeps responses forever."""
+    s = raw.strip().lower()
+    scale = {"s": 1, "m": 60, "h": 3600, "d": 86400}.get(s[-1:], None)
+    num = s[:-1] if scale else s
+    try:
+        v = float(num) * (scale or 1)
+    except ValueError:
+        raise ValueError("expected seconds or a duration such as 90s, 30m, 12h, 7d") from None
+    if not v >= 0 or v == float("inf"):
+        raise ValueError("expected a duration >= 0")
+    return v
+
+
 def _convert(o: Opt, label: str, raw: str) -> object:
     """One value of option `o` (given as `label`: the flag or the environment variable)."""
     k = o.kind
@@ -97,6 +111,11 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         return [s.strip() for s in raw.split(",") if s.strip()]
     if k == "keyfile":
         return _read_key_file(label, raw)
+    if k == "duration":
+        try:
+            return _duration(raw)
+        except ValueError as e:
+            raise _bad(label, raw, str(e)) from None
     if k == "prefix":
         return raw.rstrip("/")
     if k == "json":

@@ -206,6 +206,15 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
     Opt("--data-dir", "data_dir", "str", "PATH",
         "directory of the database of stored responses (Responses API) (default: $XDG_CACHE_HOME/llamars or "
         "~/.cache/llamars)", _E + "DATA_DIR", X),
+    Opt("--responses-store", "responses_store", "str", "URL",
+        "where stored responses (Responses API) live: sqlite:///PATH, or postgresql://USER@HOST/DB shared by "
+        "replicas (default: SQLite in --data-dir)", _E + "RESPONSES_STORE", X),
+    Opt("--responses-ttl", "responses_ttl", "duration", "DURATION",
+        "delete stored responses older than this: seconds, or 90s / 30m / 12h / 7d (default: 0, keep)",
+        _E + "RESPONSES_TTL", X),
+    Opt("--responses-lease", "responses_lease", "float", "SECONDS",
+        "a replica whose heartbeat in the response store is older than this is taken as gone: its unfinished "
+        "responses are marked failed (default: 15)", _E + "RESPONSES_LEASE", X, lo=1),
     Opt("--jinja", "jinja", "bool", "", "whether to use jinja template engine for chat (default: enabled)",
         _E + "JINJA", X, neg="--no-jinja"),
     Opt("--chat-template", "chat_template", "str", "JINJA_TEMPLATE",

@@ -129,6 +129,9 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     lookup_cache_dynamic: Optional[str] = None  # -lcd (ngram-cache; read, not written)
     slot_save_path: Optional[str] = None
     data_dir: Optional[str] = None  # stored Responses API objects; None: $XDG_CACHE_HOME/llamars or ~/.cache/llamars
+    responses_store: Optional[str] = None  # sqlite:///PATH or postgresql://…; None: SQLite in data_dir
+    responses_ttl: float = 0.0  # seconds a stored response is kept (0: forever)
+    responses_lease: float = 15.0  # seconds a replica's lease lasts without a heartbeat
     # --fit: a context size left unset is lowered to what fits in memory (fit.py)
     fit: str = "on"
     fit_target: Optional[str] = None  # MiB of memory to leave free (default 1024)

@@ -3,8 +3,9 @@ time; /health and /v1/health stay public, and so do handlers marked `opt={"publi
 (the Web UI's page and static files: the API calls the page makes carry the key)."""
 from __future__ import annotations
 
+import hashlib
 import hmac
-from typing import List
+from typing import List, Mapping
 
 from litestar.connection import ASGIConnection
 from litestar.exceptions import NotAuthorizedException
@@ -20,11 +21,7 @@ def make_guard(keys: List[str], prefix: str = ""):
     def guard(conn: ASGIConnection, handler: BaseRouteHandler) -> None:
         if not encoded or conn.url.path in public or handler.opt.get("public"):
             return
-        given = conn.headers.get("x-api-key", "")
-        auth = conn.headers.get("authorization", "")
-        if auth.lower().startswith("bearer "):
-            given = auth[7:].strip()
-        g = given.encode()
+        g = given_key(conn.headers).encode()
         ok = False
         for k in encoded:  # no early exit: the time taken does not depend on which key matched
             ok |= hmac.compare_digest(g, k)
@@ -32,3 +29,19 @@ def make_guard(keys: List[str], prefix: str = ""):
             raise NotAuthorizedException("Invalid API Key")
 
     return guard
+
+
+def given_key(headers: Mapping[str, str]) -> str:
+    """The key a request carries (`Authorization: Bearer` wins over `x-api-key`)."""
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return headers.get("x-api-key", "")
+
+
+def tenant(headers: Mapping[str, str], keys: List[str]) -> str:
+    """Who owns what a request stores: a hash of its API key (the guard already checked it),
+    or "" when the server has no keys. Stored responses are visible to their tenant only."""
+    if not any(keys):
+        return ""
+    return hashlib.sha256(given_key(headers).encode()).hexdigest()[:32]

@@ -18,21 +18,24 @@ from ..config import ServerConfig
 from . import responses_convert as conv
 from . import shapes
 from .errors import ApiError, classify
-from .response_store import RESTART_MESSAGE, UNFINISHED, SQLiteStore, StoreError, failed
+from .response_store import RESTART_MESSAGE, UNFINISHED, SQLStore, StoreError, failed
+from .response_store_open import open_store
 from .responses_stream import Emitter
 from .chat_turn import ChatTurn
 from .sse import EventStream, named_event
 
 FLUSH_SECONDS = 0.25  # how often a background response's new events reach the store
 SHUTDOWN_MESSAGE = "the server shut down before this response finished"
+CANCEL_WAIT = 10.0  # seconds a cancel delegated to another replica waits for its outcome
 
 
 class Job:
     """One generation in flight: the live response object and its events (sequence
     number = index), fanned out to followers."""
 
-    def __init__(self, response: dict, background: bool, store: bool, items: List[dict], context: List[dict]) -> None:
+    def __init__(self, response: dict, background: bool, store: bool, items: List[dict], context: List[dict], tenant: str = "") -> None:
         self.id = response["id"]
+        self.tenant = tenant  # hash of the API key that created it ("" without keys)
         self.response = response
         self.background, self.store = background, store
         self.items, self.context = items, context
@@ -97,20 +100,30 @@ class Responses:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
-        self.store: Optional[SQLiteStore] = None
+        self.store: Optional[SQLStore] = None
         self.store_error: Optional[str] = None
         self.jobs: Dict[str, Job] = {}  # stored responses generating in this process
         self.tasks: Set[asyncio.Task] = set()
 
     # ------------------------------------------------------------------ lifecycle
-    def startup(self) -> None:
+    async def startup(self) -> None:
+        c = self.config
+        loop = asyncio.get_running_loop()
         try:
-            self.store = SQLiteStore(self.config.data_dir)
-            self.store.fail_orphans(RESTART_MESSAGE)
+            self.store = await asyncio.to_thread(open_store, c.responses_store, c.data_dir, lease=c.responses_lease,
+                                                 ttl=c.responses_ttl or None, address=f"{c.host}:{c.port}")
+            await asyncio.to_thread(self.store.fail_orphans, RESTART_MESSAGE)
+            self.store.watch_cancels(lambda rid: loop.call_soon_threadsafe(self._remote_cancel, rid))
         except StoreError as e:
             self.store_error = str(e)
-            if not self.config.log_disable:
+            if not c.log_disable:
                 print(f"llamars-server: warning: {e}; stored responses are unavailable", flush=True)
+
+    def _remote_cancel(self, rid: str) -> None:
+        """Another replica was asked to cancel a background response this one generates."""
+        job = self.jobs.get(rid)
+        if job is not None and job.background:
+            job.cancel("cancel")
 
     async def shutdown(self) -> None:
         for job in list(self.jobs.values()):
@@ -120,7 +133,7 @@ class Responses:
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=10)
         if self.store is not None:
-            self.store.close()
+            await asyncio.to_thread(self.store.close)
             self.store = None
 
     def _need_store(self) -> None:
@@ -136,7 +149,7 @@ class Responses:
             raise ApiError(503, str(e), "unavailable_error") from None
 
     # ------------------------------------------------------------------ create
-    async def create(self, svc, data) -> object:
+    async def create(self, svc, data, tenant: str = "") -> object:
         svc.need()
         if data.background and not data.store:
             raise ApiError(400, "background: a background response must be stored; drop store=false")
@@ -147,7 +160,7 @@ class Responses:
         items = conv.parse_input(data.input)
         context: List[dict] = []
         if data.previous_response_id is not None:
-            context = await self._history(data.previous_response_id)
+            context = await self._history(data.previous_response_id, tenant)
         turn = await ChatTurn.prepare(
             svc, conv.to_messages(data.instructions, context + items), data, tools=data.tools, tool_choice=data.tool_choice,
             parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
@@ -164,17 +177,17 @@ class Responses:
             [(r, reply)] = await turn.complete()
             final = conv.finished(resp, r, n_prompt, conv.output_from_reply(reply, r.stop_reason == "limit"))
             if data.store:
-                await self._io("save", final, items, context)
+                await self._io("save", final, items, context, tenant)
             return final
 
         await turn.start()  # refused requests fail here, before the 200
-        job = Job(resp, bool(data.background), bool(data.store), items, context)
+        job = Job(resp, bool(data.background), bool(data.store), items, context, tenant)
         job.timings_per_token = bool(data.timings_per_token)
         if job.store:
             self.jobs[job.id] = job
         if job.background:
             try:
-                await self._io("save", resp, items, context)
+                await self._io("save", resp, items, context, tenant)
             except BaseException:
                 self.jobs.pop(job.id, None)
                 await turn.aclose()
@@ -186,11 +199,11 @@ class Responses:
             return copy.deepcopy(resp)
         return EventStream(self._follow(job, -1, cancel_on_exit=not job.background), ping=self.config.sse_ping_interval)
 
-    async def _history(self, pid: str) -> List[dict]:
-        job = self.jobs.get(pid)
+    async def _history(self, pid: str, tenant: str) -> List[dict]:
+        job = self._job(pid, tenant)
         if job is not None and not job.finished:
             raise ApiError(400, f"previous_response_id: response {pid!r} is still {job.response['status']}; wait for it to finish")
-        rec = await self._io("get_record", pid)
+        rec = await self._io("get_record", pid, tenant)
         if rec is None:
             raise ApiError(400, f"previous_response_id: no stored response {pid!r} (never created, deleted, or created with store=false)")
         if rec["response"].get("status") in UNFINISHED:
@@ -246,7 +259,7 @@ class Responses:
             em.terminal(final, shapes.timings(turn.result) if turn.result is not None else None)
             try:
                 if job.store:
-                    await self._io("save", final, job.items, job.context)
+                    await self._io("save", final, job.items, job.context, job.tenant)
                     await self._flush(job)
             except (ApiError, asyncio.CancelledError):
                 pass  # the store is gone (shutdown): the next start marks the record failed
@@ -270,7 +283,7 @@ class Responses:
             del self.jobs[job.id]
         if job.store and self.store is not None:
             try:  # a rare path: one blocking write is fine
-                self.store.save(job.response, job.items, job.context)
+                self.store.save(job.response, job.items, job.context, job.tenant)
             except StoreError:
                 pass
 
@@ -283,28 +296,41 @@ class Responses:
         await self._io("append_events", job.id, new)
 
     # ------------------------------------------------------------------ the other routes
-    async def retrieve(self, rid: str) -> dict:
+    def _job(self, rid: str, tenant: str) -> Optional[Job]:
+        """The job generating `rid` in this process, if the caller's key created it."""
         job = self.jobs.get(rid)
+        return job if job is not None and job.tenant == tenant else None
+
+    async def retrieve(self, rid: str, tenant: str = "") -> dict:
+        job = self._job(rid, tenant)
         if job is not None:
             return copy.deepcopy(job.response)
-        r = await self._io("get", rid)
+        r = await self._io("get", rid, tenant)
         if r is None:
             raise _not_found(rid)
         return r
 
-    async def stream(self, rid: str, after: int) -> EventStream:
-        job = self.jobs.get(rid)
+    async def stream(self, rid: str, after: int, tenant: str = "") -> EventStream:
+        job = self._job(rid, tenant)
         if job is not None:
             return EventStream(self._follow(job, after, cancel_on_exit=False), ping=self.config.sse_ping_interval)
-        if await self._io("get", rid) is None:
+        r = await self._io("get", rid, tenant)
+        if r is None:
             raise _not_found(rid)
+        if r.get("status") in UNFINISHED:  # generated elsewhere: only its owner has the live events
+            who = await self._io("owner_of", rid)
+            if who is not None and who.alive:
+                raise ApiError(409, f"response {rid!r} is being generated by another replica ({who.owner}"
+                                    f"{', serving on ' + who.address if who.address else ''}); resume its stream there, "
+                                    "or retrieve it without stream=true", "conflict_error")
+            await self._io("fail_orphans", RESTART_MESSAGE)
         events = await self._io("events_after", rid, after)
         if not events and not await self._io("has_events", rid):
             raise ApiError(400, f"stream: response {rid!r} was neither streamed nor run in the background; there are no events to replay")
         return EventStream(_sse(_listed(events)))
 
-    async def cancel(self, rid: str) -> dict:
-        job = self.jobs.get(rid)
+    async def cancel(self, rid: str, tenant: str = "") -> dict:
+        job = self._job(rid, tenant)
         if job is not None:
             if not job.background:
                 raise ApiError(400, f"response {rid!r} was not created with background=true; only background responses can be cancelled")
@@ -312,29 +338,43 @@ class Responses:
             if job.task is not None:
                 await asyncio.wait([job.task])
             return copy.deepcopy(job.response)
-        r = await self._io("get", rid)
+        r = await self._io("get", rid, tenant)
         if r is None:
             raise _not_found(rid)
         if not r.get("background"):
             raise ApiError(400, f"response {rid!r} was not created with background=true; only background responses can be cancelled")
-        if r.get("status") in UNFINISHED:  # its generation is not in this process (gone, or another replica's)
-            r = {**r, "status": "cancelled"}
-            await self._io("save", r)
+        if r.get("status") in UNFINISHED:  # generated by another replica, or by one that is gone
+            done = await self._io("request_cancel", rid, tenant)
+            if done is not None:
+                return done  # its owner is gone: marked cancelled at once
+            return await self._await_end(rid, tenant, r)  # delegated to the live owner
         return r  # cancelling a finished response changes nothing
 
-    async def delete(self, rid: str) -> dict:
-        job = self.jobs.get(rid)
+    async def _await_end(self, rid: str, tenant: str, r: dict) -> dict:
+        """Poll the store until the owner ended a delegated cancel (at most CANCEL_WAIT s)."""
+        end = time.monotonic() + CANCEL_WAIT
+        while r.get("status") in UNFINISHED and time.monotonic() < end:
+            await asyncio.sleep(0.05)
+            r = await self._io("get", rid, tenant) or r
+        return r
+
+    async def delete(self, rid: str, tenant: str = "") -> dict:
+        job = self._job(rid, tenant)
         if job is not None:
             job.cancel("cancel")
             if job.task is not None:
                 await asyncio.wait([job.task])
-        if not await self._io("delete", rid):
+        else:
+            r = await self._io("get", rid, tenant)
+            if r is not None and r.get("status") in UNFINISHED and await self._io("request_cancel", rid, tenant) is None:
+                await self._await_end(rid, tenant, r)  # stop the owner's generation before the record goes
+        if not await self._io("delete", rid, tenant):
             raise _not_found(rid)
         return {"id": rid, "object": "response", "deleted": True}
 
-    async def input_items(self, rid: str, *, after: Optional[str], limit: int, order: str) -> dict:
-        job = self.jobs.get(rid)
-        rec = {"input_items": job.items} if job is not None else await self._io("get_record", rid)
+    async def input_items(self, rid: str, *, after: Optional[str], limit: int, order: str, tenant: str = "") -> dict:
+        job = self._job(rid, tenant)
+        rec = {"input_items": job.items} if job is not None else await self._io("get_record", rid, tenant)
         if rec is None:
             raise _not_found(rid)
         return conv.input_items_page(rec["input_items"], after=after, limit=limit, order=order)

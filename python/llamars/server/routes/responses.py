@@ -7,42 +7,49 @@ from __future__ import annotations
 
 from typing import Optional
 
-from litestar import delete, get, post
+from litestar import Request, delete, get, post
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from ...schemas.responses import ResponsesRequest
+from ..auth import tenant
 from ..responses_jobs import Responses
 from ..service import Service
 
 
 @post(["/v1/responses", "/responses"], status_code=200, summary="OpenAI Responses: create a response")
-async def create_response(data: JSONBody[ResponsesRequest], svc: NamedDependency[Service], responses: NamedDependency[Responses]) -> object:
-    return await responses.create(svc, data)
+async def create_response(data: JSONBody[ResponsesRequest], svc: NamedDependency[Service], responses: NamedDependency[Responses],
+                          request: Request) -> object:
+    return await responses.create(svc, data, _tenant(request, responses))
 
 
 @get(["/v1/responses/{response_id:str}", "/responses/{response_id:str}"], summary="OpenAI Responses: retrieve (or resume its stream)")
-async def get_response(response_id: FromPath[str], responses: NamedDependency[Responses], stream: FromQuery[bool] = False,
+async def get_response(response_id: FromPath[str], responses: NamedDependency[Responses], request: Request, stream: FromQuery[bool] = False,
                        starting_after: FromQuery[Optional[int]] = None) -> object:
     if stream:
-        return await responses.stream(response_id, -1 if starting_after is None else starting_after)
-    return await responses.retrieve(response_id)
+        return await responses.stream(response_id, -1 if starting_after is None else starting_after, _tenant(request, responses))
+    return await responses.retrieve(response_id, _tenant(request, responses))
 
 
 @post(["/v1/responses/{response_id:str}/cancel", "/responses/{response_id:str}/cancel"], status_code=200, summary="OpenAI Responses: cancel a background response")
-async def cancel_response(response_id: FromPath[str], responses: NamedDependency[Responses]) -> dict:
-    return await responses.cancel(response_id)
+async def cancel_response(response_id: FromPath[str], responses: NamedDependency[Responses], request: Request) -> dict:
+    return await responses.cancel(response_id, _tenant(request, responses))
 
 
 @delete(["/v1/responses/{response_id:str}", "/responses/{response_id:str}"], status_code=200, summary="OpenAI Responses: delete a stored response")
-async def delete_response(response_id: FromPath[str], responses: NamedDependency[Responses]) -> dict:
-    return await responses.delete(response_id)
+async def delete_response(response_id: FromPath[str], responses: NamedDependency[Responses], request: Request) -> dict:
+    return await responses.delete(response_id, _tenant(request, responses))
 
 
 @get(["/v1/responses/{response_id:str}/input_items", "/responses/{response_id:str}/input_items"], summary="OpenAI Responses: list input items")
-async def list_input_items(response_id: FromPath[str], responses: NamedDependency[Responses], after: FromQuery[Optional[str]] = None,
-                           limit: FromQuery[int] = 20, order: FromQuery[str] = "desc") -> dict:
-    return await responses.input_items(response_id, after=after, limit=limit, order=order)
+async def list_input_items(response_id: FromPath[str], responses: NamedDependency[Responses], request: Request,
+                           after: FromQuery[Optional[str]] = None, limit: FromQuery[int] = 20, order: FromQuery[str] = "desc") -> dict:
+    return await responses.input_items(response_id, after=after, limit=limit, order=order, tenant=_tenant(request, responses))
+
+
+def _tenant(request: Request, responses: Responses) -> str:
+    """Stored responses belong to the API key that created them (others get 404)."""
+    return tenant(request.headers, responses.config.api_keys)
 
 
 ROUTES = [create_response, get_response, cancel_response, delete_response, list_input_items]
