@@ -1,12 +1,16 @@
 """Run a llamars-server app under a real uvicorn server on a loopback port, in a thread."""
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 import threading
 import time
+from pathlib import Path
 from typing import Optional
 
 import httpx
+import pytest
 import uvicorn
 
 
@@ -66,3 +70,43 @@ def wait_healthy(proc, url: str, log_path, limit: float = 120.0) -> None:
             pass
         assert time.monotonic() - t0 < limit, f"the server did not become healthy within {limit:g} s"
         time.sleep(0.1)
+
+
+def self_signed_cert(tmp: Path) -> tuple:
+    """A self-signed certificate for 127.0.0.1 / localhost: (cert.pem, key.pem) paths in `tmp`."""
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    try:
+        import datetime
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import NameOID
+    except ImportError:
+        openssl = shutil.which("openssl")
+        if openssl is None:
+            pytest.skip("cannot make a test certificate: neither the cryptography package nor the openssl CLI is available")
+        subprocess.run(
+            [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+             "-days", "1", "-subj", "/CN=127.0.0.1"],
+            check=True, capture_output=True, timeout=60,
+        )
+        return str(cert), str(key)
+    k = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    c = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(k.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]), critical=False)
+        .sign(k, hashes.SHA256())
+    )
+    cert.write_bytes(c.public_bytes(serialization.Encoding.PEM))
+    key.write_bytes(k.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return str(cert), str(key)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import time
-from typing import AsyncIterator, Dict, List, Optional, Set
+from typing import AsyncIterator, Dict, List, Optional, Set, Tuple
 
 from ..config import ServerConfig
 from . import responses_convert as conv
@@ -153,29 +153,17 @@ class Responses:
         svc.need()
         if data.background and not data.store:
             raise ApiError(400, "background: a background response must be stored; drop store=false")
-        if data.max_output_tokens is not None and data.max_output_tokens < 1:
-            raise ApiError(400, f"max_output_tokens: must be >= 1, got {data.max_output_tokens}")
         if data.store:
             self._need_store()
         items = conv.parse_input(data.input)
         context: List[dict] = []
         if data.previous_response_id is not None:
             context = await self._history(data.previous_response_id, tenant)
-        turn = await ChatTurn.prepare(
-            svc, conv.to_messages(data.instructions, context + items), data, tools=data.tools, tool_choice=data.tool_choice,
-            parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
-            reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=conv.text_schema(data.text),
-            conflict="text.format: structured output cannot be combined with tool calls; drop tools or text.format",
-            n_predict=data.max_output_tokens, stop=None, names={"max_tokens": "max_output_tokens"}, cache_prompt=data.cache_prompt,
-        )
-        n_prompt = len(turn.ids)
-        resp = conv.base_response(data, rid=conv.new_id("resp"), model=data.model or svc.model_id,
-                                  status="queued" if data.background else "in_progress",
-                                  tools=conv.tools_echo(data.tools, turn.plan.tools), defaults=svc.config.sampling)
+        turn, resp = await self.plan(svc, data, items, context)
 
         if not data.stream and not data.background:
             [(r, reply)] = await turn.complete()
-            final = conv.finished(resp, r, n_prompt, conv.output_from_reply(reply, r.stop_reason == "limit"))
+            final = conv.finished(resp, r, len(turn.ids), conv.output_from_reply(reply, r.stop_reason == "limit"))
             if data.store:
                 await self._io("save", final, items, context, tenant)
             return final
@@ -183,21 +171,40 @@ class Responses:
         await turn.start()  # refused requests fail here, before the 200
         job = Job(resp, bool(data.background), bool(data.store), items, context, tenant)
         job.timings_per_token = bool(data.timings_per_token)
-        if job.store:
-            self.jobs[job.id] = job
         if job.background:
             try:
                 await self._io("save", resp, items, context, tenant)
             except BaseException:
-                self.jobs.pop(job.id, None)
                 await turn.aclose()
                 raise
-        job.task = asyncio.create_task(self._run(job, turn))
-        self.tasks.add(job.task)
-        job.task.add_done_callback(lambda t: self._reap(t, job, turn))
+        self.launch(job, turn)
         if not data.stream:
             return copy.deepcopy(resp)
         return EventStream(self._follow(job, -1, cancel_on_exit=not job.background), ping=self.config.sse_ping_interval)
+
+    async def plan(self, svc, data, items: List[dict], context: List[dict]) -> Tuple[ChatTurn, dict]:
+        """The chat turn of a create request over `context + items`, and its response object."""
+        if data.max_output_tokens is not None and data.max_output_tokens < 1:
+            raise ApiError(400, f"max_output_tokens: must be >= 1, got {data.max_output_tokens}")
+        turn = await ChatTurn.prepare(
+            svc, conv.to_messages(data.instructions, context + items), data, tools=data.tools, tool_choice=data.tool_choice,
+            parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
+            reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=conv.text_schema(data.text),
+            conflict="text.format: structured output cannot be combined with tool calls; drop tools or text.format",
+            n_predict=data.max_output_tokens, stop=None, names={"max_tokens": "max_output_tokens"}, cache_prompt=data.cache_prompt,
+        )
+        resp = conv.base_response(data, rid=conv.new_id("resp"), model=data.model or svc.model_id,
+                                  status="queued" if data.background else "in_progress",
+                                  tools=conv.tools_echo(data.tools, turn.plan.tools), defaults=svc.config.sampling)
+        return turn, resp
+
+    def launch(self, job: Job, turn: ChatTurn) -> None:
+        """Run a started turn as `job`'s generation task (stored jobs are listed in `jobs`)."""
+        if job.store:
+            self.jobs[job.id] = job
+        job.task = asyncio.create_task(self._run(job, turn))
+        self.tasks.add(job.task)
+        job.task.add_done_callback(lambda t: self._reap(t, job, turn))
 
     async def _history(self, pid: str, tenant: str) -> List[dict]:
         job = self._job(pid, tenant)

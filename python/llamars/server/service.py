@@ -138,7 +138,7 @@ class Service:
     def model_id(self) -> str:
         """The model's name: its first alias in sorted order (as llama-server), or its path."""
         a = self.config.aliases
-        return a[0] if a else (self.config.model or "")
+        return a[0] if a else str(self.config.model or "")  # (a Path when the config was made in Python)
 
     # ------------------------------------------------------------ requests
     def prompts(self, prompt: Prompt) -> List[List[int]]:

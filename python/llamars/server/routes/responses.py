@@ -1,19 +1,21 @@
 """OpenAI Responses API: POST /v1/responses (and /responses), GET / DELETE
 /v1/responses/{id} (GET ?stream=true&starting_after=N replays a background or streamed
 response's events and follows the live ones), POST /v1/responses/{id}/cancel, GET
-/v1/responses/{id}/input_items. The work is in server/responses_jobs.py (generation,
-store) and server/responses_convert.py (shapes)."""
+/v1/responses/{id}/input_items, and WebSocket mode on ws://…/v1/responses. The work is in
+server/responses_jobs.py (generation, store), server/responses_ws.py (a WebSocket
+connection) and server/responses_convert.py (shapes)."""
 from __future__ import annotations
 
 from typing import Optional
 
-from litestar import Request, delete, get, post
+from litestar import Request, WebSocket, delete, get, post, websocket
 from litestar.di import NamedDependency
 from litestar.params import FromPath, FromQuery, JSONBody
 
 from ...schemas.responses import ResponsesRequest
 from ..auth import tenant
 from ..responses_jobs import Responses
+from ..responses_ws import Session
 from ..service import Service
 
 
@@ -52,4 +54,10 @@ def _tenant(request: Request, responses: Responses) -> str:
     return tenant(request.headers, responses.config.api_keys)
 
 
-ROUTES = [create_response, get_response, cancel_response, delete_response, list_input_items]
+@websocket(["/v1/responses", "/responses"])
+async def responses_socket(socket: WebSocket, svc: NamedDependency[Service], responses: NamedDependency[Responses]) -> None:
+    """WebSocket mode: `response.create` messages in, the stream's events out (responses_ws.py)."""
+    await Session(responses, svc, socket, tenant(socket.headers, responses.config.api_keys)).run()
+
+
+ROUTES = [responses_socket, create_response, get_response, cancel_response, delete_response, list_input_items]
