@@ -16,6 +16,7 @@ from typing import AsyncIterator, Dict, List, Optional, Set, Tuple
 
 from ..config import ServerConfig
 from . import responses_convert as conv
+from . import responses_options as opts
 from . import shapes
 from .errors import ApiError, classify
 from .response_store import RESTART_MESSAGE, UNFINISHED, SQLStore, StoreError, failed
@@ -44,6 +45,7 @@ class Job:
         self.finished = False
         self.cancel_reason: Optional[str] = None
         self.timings_per_token = False  # llama.cpp's telemetry on the delta events
+        self.data = None  # the create request (its output options: responses_options.py)
         self.task: Optional[asyncio.Task] = None
         self._subs: List[asyncio.Queue] = []
 
@@ -159,11 +161,15 @@ class Responses:
         context: List[dict] = []
         if data.previous_response_id is not None:
             context = await self._history(data.previous_response_id, tenant)
-        turn, resp = await self.plan(svc, data, items, context)
+        turn, resp, context = await self.plan(svc, data, items, context)
 
         if not data.stream and not data.background:
             [(r, reply)] = await turn.complete()
-            final = conv.finished(resp, r, len(turn.ids), conv.output_from_reply(reply, r.stop_reason == "limit"))
+            lp = None
+            if opts.n_probs(data):
+                lp = opts.content_logprobs(self._piece(turn), r.text, reply.content, r.probs or [], data.top_logprobs or 0)
+            output = opts.shape_output(conv.output_from_reply(reply, r.stop_reason == "limit"), data, lp)
+            final = conv.finished(resp, r, len(turn.ids), output)
             if data.store:
                 await self._io("save", final, items, context, tenant)
             return final
@@ -171,6 +177,7 @@ class Responses:
         await turn.start()  # refused requests fail here, before the 200
         job = Job(resp, bool(data.background), bool(data.store), items, context, tenant)
         job.timings_per_token = bool(data.timings_per_token)
+        job.data = data
         if job.background:
             try:
                 await self._io("save", resp, items, context, tenant)
@@ -182,21 +189,35 @@ class Responses:
             return copy.deepcopy(resp)
         return EventStream(self._follow(job, -1, cancel_on_exit=not job.background), ping=self.config.sse_ping_interval)
 
-    async def plan(self, svc, data, items: List[dict], context: List[dict]) -> Tuple[ChatTurn, dict]:
-        """The chat turn of a create request over `context + items`, and its response object."""
+    async def plan(self, svc, data, items: List[dict], context: List[dict]) -> Tuple[ChatTurn, dict, List[dict]]:
+        """The chat turn of a create request over `context + items`, its response object,
+        and the context it kept (`truncation: "auto"` may drop the oldest turns)."""
         if data.max_output_tokens is not None and data.max_output_tokens < 1:
             raise ApiError(400, f"max_output_tokens: must be >= 1, got {data.max_output_tokens}")
-        turn = await ChatTurn.prepare(
-            svc, conv.to_messages(data.instructions, context + items), data, tools=data.tools, tool_choice=data.tool_choice,
-            parallel_tool_calls=bool(data.parallel_tool_calls),  # off unless asked, as in chat completions
-            reasoning_format=data.reasoning_format, template_kwargs=data.chat_template_kwargs, schema=conv.text_schema(data.text),
-            conflict="text.format: structured output cannot be combined with tool calls; drop tools or text.format",
-            n_predict=data.max_output_tokens, stop=None, names={"max_tokens": "max_output_tokens"}, cache_prompt=data.cache_prompt,
-        )
+        opts.check(data)
+        tools, parallel, choice = opts.tool_settings(data)
+        n_probs = opts.n_probs(data)
+
+        async def prepare(ctx: List[dict], its: List[dict]) -> ChatTurn:
+            return await ChatTurn.prepare(
+                svc, conv.to_messages(data.instructions, ctx + its), data, tools=tools, tool_choice=choice,
+                parallel_tool_calls=parallel,  # off unless asked, as in chat completions
+                reasoning_format=data.reasoning_format, template_kwargs=opts.template_kwargs(data), schema=conv.text_schema(data.text),
+                conflict="text.format: structured output cannot be combined with tool calls; drop tools or text.format",
+                n_predict=data.max_output_tokens, stop=None, names={"max_tokens": "max_output_tokens"}, cache_prompt=data.cache_prompt,
+                **({"n_probs": n_probs} if n_probs else {}),
+            )
+
+        turn, context = await opts.fit(prepare, data, items, context, svc.need().n_ctx_slot)
         resp = conv.base_response(data, rid=conv.new_id("resp"), model=data.model or svc.model_id,
                                   status="queued" if data.background else "in_progress",
                                   tools=conv.tools_echo(data.tools, turn.plan.tools), defaults=svc.config.sampling)
-        return turn, resp
+        return turn, resp, context
+
+    @staticmethod
+    def _piece(turn: ChatTurn):
+        e = turn.svc.need()
+        return lambda tok: shapes.piece(e, tok)
 
     def launch(self, job: Job, turn: ChatTurn) -> None:
         """Run a started turn as `job`'s generation task (stored jobs are listed in `jobs`)."""
@@ -227,7 +248,10 @@ class Responses:
 
     # ------------------------------------------------------------------ the generation task
     async def _run(self, job: Job, turn: ChatTurn) -> None:
-        em = Emitter(job.emit)
+        d = job.data
+        em = Emitter(job.emit, summary=d is not None and opts.wants_summary(d), max_calls=d.max_tool_calls if d is not None else None)
+        n_top = (d.top_logprobs or 0) if d is not None and opts.n_probs(d) else None
+        piece = self._piece(turn)
         final: Optional[dict] = None
         try:
             em.start(job.response)
@@ -236,6 +260,8 @@ class Responses:
             n_out = 0
             async for c, delta in turn.deltas():
                 n_out += c.token is not None
+                if n_top is not None and c.token is not None:
+                    em.add_token(opts.token_logprob(piece, c.token, c.logprob, list(c.top_logprobs or []), n_top))
                 if delta is not None:
                     before = em.last
                     em.feed(delta)

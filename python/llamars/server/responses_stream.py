@@ -39,11 +39,19 @@ class _Open:
     def __init__(self, kind: str, item: dict, index: int, call_index: int = -1) -> None:
         self.kind, self.item, self.index, self.call_index = kind, item, index, call_index
         self.text = ""
+        self.logprobs: List[dict] = []
 
 
 class Emitter:
-    def __init__(self, emit: Callable[[dict], None]) -> None:
+    """`summary`: reasoning items carry their text as `summary` too; `max_calls`: function
+    calls past that many are left out; `add_token` queues a token's logprobs entry for the
+    next message delta (a reasoning delta or a call drops the queue: those tokens were not
+    message text)."""
+
+    def __init__(self, emit: Callable[[dict], None], *, summary: bool = False, max_calls: Optional[int] = None) -> None:
         self._emit = emit
+        self.summary, self.max_calls = summary, max_calls
+        self._pending: List[dict] = []
         self.items: List[dict] = []  # finished output items, in order
         self._open: Optional[_Open] = None
         self._calls: Dict[int, dict] = {}  # call index → its finished or open item
@@ -63,6 +71,7 @@ class Emitter:
         """Close what is open; tool calls the stream never showed (or showed only in
         part) are completed from `reply`. Returns the output items."""
         calls = reply.tool_calls if reply is not None else []
+        calls = calls if self.max_calls is None else calls[:self.max_calls]
         o = self._open
         self._close(status, arguments=calls[o.call_index]["function"]["arguments"] if o and o.kind == "call" and o.call_index < len(calls) else None)
         for i, c in enumerate(calls):
@@ -81,12 +90,18 @@ class Emitter:
             self._ev(t, response=copy.deepcopy(response), **({"timings": timings} if timings else {}))
 
     # ------------------------------------------------------------------ deltas
+    def add_token(self, entry: dict) -> None:
+        self._pending.append(entry)
+
     def feed(self, d: ReplyDelta) -> None:
         if d.reasoning:
             self._text("reasoning", d.reasoning)
         if d.content:
             self._text("message", d.content)
         for c in d.calls:
+            self._pending = []
+            if self.max_calls is not None and c.index >= self.max_calls:
+                continue
             if c.name is not None:
                 self._close()
                 self._open_call(c.index, c.id or conv.new_id("call"), c.name)
@@ -103,7 +118,9 @@ class Emitter:
             o = self._open_text(kind)
         o.text += delta
         name = "response.output_text.delta" if kind == "message" else "response.reasoning_text.delta"
-        extra = {"logprobs": []} if kind == "message" else {}
+        extra = {"logprobs": self._pending} if kind == "message" else {}
+        o.logprobs += self._pending if kind == "message" else []
+        self._pending = []
         self._ev(name, item_id=o.item["id"], output_index=o.index, content_index=0, delta=delta, **extra)
 
     def _open_text(self, kind: str) -> _Open:
@@ -139,11 +156,13 @@ class Emitter:
             item["arguments"] = args
         else:
             if o.kind == "message":
-                part = {"type": "output_text", "text": o.text, "annotations": [], "logprobs": []}
-                self._ev("response.output_text.done", item_id=iid, output_index=idx, content_index=0, text=o.text, logprobs=[])
+                part = {"type": "output_text", "text": o.text, "annotations": [], "logprobs": o.logprobs}
+                self._ev("response.output_text.done", item_id=iid, output_index=idx, content_index=0, text=o.text, logprobs=o.logprobs)
             else:
                 part = {"type": "reasoning_text", "text": o.text}
                 self._ev("response.reasoning_text.done", item_id=iid, output_index=idx, content_index=0, text=o.text)
+                if self.summary:
+                    item["summary"] = [{"type": "summary_text", "text": o.text}]
             self._ev("response.content_part.done", item_id=iid, output_index=idx, content_index=0, part=part)
             item["content"] = [part]
         item["status"] = status

@@ -178,10 +178,11 @@ class Session:
             await self._keep(data, final, items, context, size, save=True)
             await self.send({"type": "response.completed", "sequence_number": 1, "response": final})
             return
-        turn, resp = await self.responses.plan(self.svc, data, items, context)
+        turn, resp, context = await self.responses.plan(self.svc, data, items, context)
         await turn.start()
         job = Job(resp, False, bool(data.store), items, context, self.tenant)
         job.timings_per_token = bool(data.timings_per_token)
+        job.data = data
         self.job = job
         self.responses.launch(job, turn)
         try:
