@@ -19,9 +19,11 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_lib import run_concurrently  # noqa: E402
 
 PROMPTS = [
     "The capital of France is",
@@ -33,17 +35,6 @@ PROMPTS = [
     "The quick brown fox",
     "In 1969, the first person to walk on the Moon was",
 ]
-
-
-def run_concurrently(n: int, fn) -> float:
-    """Run fn(i) for i < n on n threads; returns wall seconds."""
-    ts = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
-    t0 = time.perf_counter()
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return time.perf_counter() - t0
 
 
 def bench_llamars(path: str, streams: list, n_tg: int, threads: int) -> dict:

@@ -26,6 +26,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_lib import run_concurrently  # noqa: E402
+
 WORDS = ("the a retrieval index model query document answer search vector embedding local server fast small large "
          "language people water city river mountain music history science night morning green blue quickly slowly "
          "because although however question result table chair window garden").split()
@@ -83,13 +86,7 @@ def run_round(base: str, texts: list, batch: int, clients: int) -> float:
             except Exception as e:  # reported after the round
                 errors.append(e)
 
-    t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker) for _ in range(clients)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    wall = time.perf_counter() - t0
+    wall = run_concurrently(clients, lambda _: worker())
     if errors:
         raise RuntimeError(f"{len(errors)} requests failed: {errors[0]}")
     return len(texts) / wall

@@ -11,6 +11,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from typing import List, Optional, Tuple
 
@@ -225,3 +226,15 @@ def bench_llamacpp(path: str, n_pp: int, n_tg: int, threads: int, reps: int):
         tg.append(n_tg / (time.perf_counter() - t))
         print(f"  llama.cpp rep {r + 1}/{reps}: pp{n_pp} {pp[-1]:.1f} tok/s, tg{n_tg} {tg[-1]:.1f} tok/s", file=sys.stderr, flush=True)
     return statistics.median(pp), statistics.median(tg)
+
+
+# ---------------------------------------------------------------- concurrent clients
+def run_concurrently(n: int, fn) -> float:
+    """Run fn(i) for i < n on n threads; returns wall seconds."""
+    ts = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    t0 = time.perf_counter()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return time.perf_counter() - t0

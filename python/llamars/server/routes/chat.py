@@ -129,7 +129,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
             **base,
             "object": "chat.completion",
             "choices": choices,
-            "usage": shapes.usage(len(ids), ct),
+            "usage": shapes.usage(len(ids), ct, results[0][0].tokens_cached),  # (llama-server: n_prompt_tokens_cache)
             "timings": shapes.timings(results[0][0]),
         }
         if data.verbose or (data.verbose is None and svc.config.verbose):
@@ -159,7 +159,7 @@ async def chat_completions(request: Request, data: JSONBody[ChatRequest], svc: N
                 yield chunk(delta_dict(turn.last))
             yield chunk({}, finish=_finish(r, turn.reply))
             if data.stream_options and data.stream_options.include_usage:
-                yield event({**base, "object": "chat.completion.chunk", "choices": [], "usage": shapes.usage(len(ids), len(r.tokens)), "timings": shapes.timings(r)})
+                yield event({**base, "object": "chat.completion.chunk", "choices": [], "usage": shapes.usage(len(ids), len(r.tokens), r.tokens_cached), "timings": shapes.timings(r)})
             yield DONE
         finally:
             await turn.aclose()
