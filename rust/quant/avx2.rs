@@ -326,20 +326,18 @@ pub(super) unsafe fn shr2s(v: __m256i, s: usize) -> __m256i {
 }
 
 /// The 12 packed 6-bit (scale, min) bytes of Q4_K / Q5_K → 16 bytes: scales[0..8], mins[0..8]
-/// (the `utmp` shuffle of ggml's kernels; same values as `scalar::scale_min_k4`).
+/// (the `utmp` shuffle of ggml's kernels; same values as `scalar::scale_min_k4`), in vector
+/// lanes (no inserts from general registers: those compete for the shuffle port the
+/// single-token loop is bound by). Reads 16 bytes at `p` (the 12 and 4 that follow in the block).
 #[inline(always)]
 pub(super) unsafe fn k4_scales_mins(p: *const u8) -> __m128i {
-    const KMASK1: u32 = 0x3f3f3f3f;
-    const KMASK2: u32 = 0x0f0f0f0f;
-    const KMASK3: u32 = 0x03030303;
-    let u0 = read_unaligned(p as *const u32);
-    let u1 = read_unaligned(p.add(4) as *const u32);
-    let u2 = read_unaligned(p.add(8) as *const u32);
-    let t3 = ((u2 >> 4) & KMASK2) | (((u1 >> 6) & KMASK3) << 4);
-    let t2 = u1 & KMASK1;
-    let t1 = (u2 & KMASK2) | (((u0 >> 6) & KMASK3) << 4);
-    let t0 = u0 & KMASK1;
-    _mm_set_epi32(t3 as i32, t2 as i32, t1 as i32, t0 as i32)
+    // u32 lanes [u0, u1, u2, _]: t0 = u0 & 0x3f.., t2 = u1 & 0x3f..,
+    // t1 = (u2 & 0x0f..) | ((u0 >> 6) & 0x03..) << 4, t3 = ((u2 >> 4) & 0x0f..) | ((u1 >> 6) & 0x03..) << 4
+    let x = load128(p);
+    let a = _mm_and_si128(x, _mm_set1_epi32(0x3f3f3f3f)); // [t0, t2, ..]
+    let b = _mm_slli_epi32::<4>(_mm_and_si128(_mm_srli_epi32::<6>(x), _mm_set1_epi32(0x03030303))); // [hi0, hi1, ..]
+    let c = _mm_and_si128(_mm_srlv_epi32(_mm_shuffle_epi32::<0xAA>(x), _mm_set_epi32(4, 0, 4, 0)), _mm_set1_epi32(0x0f0f0f0f));
+    _mm_unpacklo_epi32(a, _mm_or_si128(c, b)) // [t0, t1, t2, t3]
 }
 
 /// `Σ_j mins[j] · (bsums[2j] + bsums[2j+1])` as 4 i32 lanes, for Q4_K / Q5_K.

@@ -207,11 +207,30 @@ unsafe fn q4_k_group_pair(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, 
     [(_mm512_shuffle_i64x2::<0x44>(lo, hi), q4_k_scale(2 * k, sc16)), (_mm512_shuffle_i64x2::<0xEE>(lo, hi), q4_k_scale(2 * k + 1, sc16))]
 }
 
+/// The 128 values of groups 2k and 2k+1 as they lie in one 64-byte load: the low nibbles
+/// (elements 0..32 and 64..96 of the 128: sub-blocks 4k and 4k+2) and the high ones (32..64,
+/// 96..128: sub-blocks 4k+1, 4k+3), each with its i16 scale per lane.
+#[inline(always)]
+unsafe fn q4_k_nibbles(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, __m512i); 2] {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let bits = load512(wb.add(16 + 64 * k));
+    [
+        (_mm512_and_si512(bits, m4), q4_k_scales(4 * k, 4 * k + 2, sc16)),
+        (_mm512_and_si512(_mm512_srli_epi16::<4>(bits), m4), q4_k_scales(4 * k + 1, 4 * k + 3, sc16)),
+    ]
+}
+
+/// Scale `a` in i16 lanes 0..16 and scale `b` in lanes 16..32.
+#[inline(always)]
+unsafe fn q4_k_scales(a: usize, b: usize, sc16: __m512i) -> __m512i {
+    let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16(a as i16), _mm512_set1_epi16(b as i16));
+    _mm512_permutexvar_epi16(idx, sc16)
+}
+
 /// Group j's i16 scale per lane: scale 2j in lanes 0..16, 2j+1 in lanes 16..32.
 #[inline(always)]
 unsafe fn q4_k_scale(j: usize, sc16: __m512i) -> __m512i {
-    let idx = _mm512_mask_blend_epi16(0xFFFF_0000, _mm512_set1_epi16((2 * j) as i16), _mm512_set1_epi16((2 * j + 1) as i16));
-    _mm512_permutexvar_epi16(idx, sc16)
+    q4_k_scales(2 * j, 2 * j + 1, sc16)
 }
 
 #[inline(always)]
@@ -236,6 +255,17 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
             for k in 0..2 {
+                if C == 1 {
+                    // one token: the weights' nibbles stay where they are and the token's values
+                    // are loaded to match (two 256-bit halves per vector, folded into the
+                    // insert's memory operand), which keeps the lane shuffles off the weights
+                    // (the single-token loop is bound by the shuffle port)
+                    let [(lo, s_lo), (hi, s_hi)] = q4_k_nibbles(wb, k, sc16);
+                    let y = a[0].add(Q8_K_BYTES * i + Q8_K_QS + 128 * k);
+                    sumi[0] = wdot::<VNNI>(sumi[0], _mm512_maddubs_epi16(lo, join(load256(y), load256(y.add(64)))), s_lo);
+                    sumi[0] = wdot::<VNNI>(sumi[0], _mm512_maddubs_epi16(hi, join(load256(y.add(32)), load256(y.add(96)))), s_hi);
+                    continue;
+                }
                 for (j, (q4, s)) in q4_k_group_pair(wb, k, sc16).into_iter().enumerate() {
                     for t in 0..C {
                         let y = a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * (2 * k + j));
