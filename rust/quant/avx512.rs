@@ -273,14 +273,16 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
                     }
                 }
             }
+            // each min twice, against the 16 bsums: Σ_j min_j · (bsums[2j] + bsums[2j+1]) in 8 lanes
+            let mins16 = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
             for t in 0..C {
                 let ab = a[t].add(Q8_K_BYTES * i);
-                let mins = k4_mins_dot(sm, ab.add(260));
-                // [Σ sumi, Σ mins, ..] from the 16 + 4 lanes (integer sums: exact in any order)
+                let m8 = _mm256_madd_epi16(mins16, load256(ab.add(Q8_K_BSUMS)));
+                // [Σ sumi, Σ mins, ..] from the 16 + 8 lanes (integer sums: exact in any order)
                 let s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi[t]), _mm512_extracti64x4_epi64::<1>(sumi[t]));
-                let s4 = _mm_add_epi32(_mm256_castsi256_si128(s8), _mm256_extracti128_si256::<1>(s8));
-                let h = _mm_hadd_epi32(s4, mins);
-                let sums = _mm_cvtepi32_ps(_mm_hadd_epi32(h, h));
+                let h = _mm256_hadd_epi32(s8, m8); // per half: [s, s, m, m]
+                let x = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h));
+                let sums = _mm_cvtepi32_ps(_mm_hadd_epi32(x, x));
                 acc[r][t] = _mm_fmadd_ps(sums, _mm_mul_ps(dmw, _mm_set1_ps(rd_f32(ab))), acc[r][t]);
             }
         }
