@@ -40,3 +40,14 @@ def engine(model_path):
     from llamars import Engine
 
     return Engine(model_path, n_ctx=2048)
+
+
+@pytest.fixture(scope="module")
+def pg():
+    """A real PostgreSQL server for the module (pg_util.Postgres: initdb in a temp dir, 127.0.0.1)."""
+    from pg_util import Postgres, pg_bin
+
+    if pg_bin() is None:
+        pytest.fail("PostgreSQL is not installed; ./scripts/setup --tests installs Debian's postgresql package")
+    with Postgres() as p:
+        yield p

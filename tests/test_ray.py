@@ -13,7 +13,6 @@ import pytest
 
 from llamars.config import ServerConfig
 from llamars.server.app import create_app
-from pg_util import Postgres, pg_bin
 from server_util import LiveServer
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed (pip install 'llamars[ray]'; ./scripts/setup --tests installs it)")
@@ -32,10 +31,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def cluster(model_path):
-    if pg_bin() is None:
-        pytest.fail("PostgreSQL is not installed; ./scripts/setup --tests installs Debian's postgresql package")
-    pg = Postgres().start()
+def cluster(model_path, pg):
     store = pg.new_database()
     ray.init(num_cpus=4, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False,
              runtime_env={"env_vars": {"RAY_SERVE_PROXY_HOST": "127.0.0.1"}})
@@ -52,7 +48,6 @@ def cluster(model_path):
     finally:
         serve.shutdown()
         ray.shutdown()
-        pg.stop()
 
 
 @pytest.fixture(scope="module")

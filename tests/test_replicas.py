@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from pg_util import Postgres, pg_bin, wait_until
+from pg_util import wait_until
 from server_util import wait_healthy
 
 K1, K2 = "key-one", "key-two"
@@ -65,14 +65,6 @@ class Replica:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-
-@pytest.fixture(scope="module")
-def pg():
-    if pg_bin() is None:
-        pytest.fail("PostgreSQL is not installed; ./scripts/setup --tests installs Debian's postgresql package")
-    with Postgres() as p:
-        yield p
 
 
 @pytest.fixture(scope="module")

@@ -13,15 +13,7 @@ from llamars.server.response_store import StoreError
 from llamars.server.response_store_open import open_store
 from llamars.server.response_store_sqlite import SQLiteStore
 
-from pg_util import Postgres, pg_bin, wait_until
-
-
-@pytest.fixture(scope="module")
-def pg():
-    if pg_bin() is None:
-        pytest.fail("PostgreSQL is not installed; ./scripts/setup --tests installs Debian's postgresql package")
-    with Postgres() as p:
-        yield p
+from pg_util import wait_until
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
