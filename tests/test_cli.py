@@ -275,10 +275,13 @@ def test_help(capsys):
     assert "(env: LLAMA_API_KEY)" in out
     assert "--mirostat N" in out and "--repeat-penalty N" in out
     # every llama-server flag is listed; those llamars does not act on say so
-    i = next(n for n, ln in enumerate(lines) if ln.startswith("-fa,   --flash-attn [on|off|auto]"))
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("--perf, --no-perf"))
     assert "llamars: accepted, no effect" in " ".join(lines[i:i + 4])
-    i = next(n for n, ln in enumerate(lines) if ln.startswith("--lora FNAME"))
+    i = next(n for n, ln in enumerate(lines) if ln.startswith("-hff,  --hf-file FILE"))
     assert "is not available yet" in " ".join(lines[i:i + 4])
+    for flag in ("--lora FNAME", "-ctk,  --cache-type-k TYPE", "-fa,   --flash-attn [on|off|auto]"):
+        i = next(n for n, ln in enumerate(lines) if ln.startswith(flag))
+        assert "llamars:" not in " ".join(lines[i:i + 3]), flag
 
 
 def test_help_short_forms_and_parse_args_exit(capsys):

@@ -68,7 +68,8 @@ def _sample(o, name: str) -> list:
     if k in ("bool", "action"):
         return [name]
     value = {"int": "1", "threads": "2", "float": "0.5", "tristate": "on", "kvtype": "q8_0", "spectype": "ngram-simple",
-             "choice": o.choices[0] if o.choices else "x", "ngl": "1", "pair": None, "bias": "15+1", "json": "{}", "mibs": "1024"}.get(k, "x")
+             "choice": o.choices[0] if o.choices else "x", "ngl": "1", "pair": None, "bias": "15+1", "json": "{}", "mibs": "1024",
+             "filescales": "x:0.5"}.get(k, "x")
     if k == "pair":
         return [name, "0", "1"]
     if o.dest == "tools":  # (a tool name is checked at parse time)
@@ -125,12 +126,12 @@ def test_the_classes_are_what_the_notes_say():
 
 
 def test_owned_flags_that_ask_for_what_llamars_does_are_accepted():
-    for argv in (["-ctk", "f16"], ["-ctv", "f16"], ["--spec-type", "none"], ["--no-rerank"] if "--no-rerank" in _BY_NAME else []):
+    for argv in (["--spec-type", "none"], ["--no-rerank"] if "--no-rerank" in _BY_NAME else []):
         if argv:
             c, _ = _parse(argv, env={})
             assert c.warnings == []
-    with pytest.raises(CLIError, match="-ctk: a KV cache in types other than f16 is not available in llamars yet"):
-        _parse(["-ctk", "q8_0"], env={})
+    c, _ = _parse(["-ctk", "q8_0", "-ctv", "q4_0", "-fa", "on"], env={})
+    assert (c.cache_type_k, c.cache_type_v, c.flash_attn, c.warnings) == ("q8_0", "q4_0", "on", [])
     with pytest.raises(CLIError, match="invalid value for -ctk"):
         _parse(["-ctk", "q7"], env={})
 
@@ -144,10 +145,10 @@ def test_warnings_are_printed_one_line_each_at_start(capsys, monkeypatch):
     import llamars.cli as cli
 
     monkeypatch.setattr("llamars.server.app.serve", lambda config: 0)
-    assert cli.main(["-m", "/nonexistent.gguf", "--numa", "distribute", "-fa", "on", "--no-mmproj"]) == 0
+    assert cli.main(["-m", "/nonexistent.gguf", "--numa", "distribute", "--poll", "0", "-fa", "on", "--no-mmproj"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert [ln.split(":")[0] for ln in err] == ["warning", "warning"]
-    assert err[0].startswith("warning: -fa has no effect in llamars")  # (in the table's order)
+    assert err[0].startswith("warning: --poll has no effect in llamars")  # (in the table's order)
     assert err[1].startswith("warning: --numa has no effect in llamars")
 
 

@@ -20,7 +20,7 @@ FIX = json.loads((Path(__file__).parent / "fixtures" / "llama_server" / "shapes.
 # fields llama-server has that belong to features llamars does not have (yet)
 NOT_OURS = {
     "adaptive_decay", "adaptive_target", "backend_sampling", "chat_format", "generation_prompt", "grammar_lazy",
-    "grammar_triggers", "lora", "preserved_tokens", "reasoning_format", "reasoning_in_content", "speculative.types",
+    "grammar_triggers", "preserved_tokens", "reasoning_format", "reasoning_in_content", "speculative.types",
 }
 
 

@@ -65,8 +65,7 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
     Opt("--poll-batch", "poll_batch", "int", "<0|1>", "use polling to wait for work (default: same as --poll)",
         lo=0, hi=1, inert="worker threads always wait on a condition variable"),
     Opt("-fa, --flash-attn", "flash_attn", "tristate", "[on|off|auto]",
-        "set Flash Attention use ('on', 'off', or 'auto', default: 'auto')", _E + "FLASH_ATTN",
-        inert="attention is computed by llamars's own kernels, the same way for every value"),
+        "set Flash Attention use ('on', 'off', or 'auto', default: 'auto')", _E + "FLASH_ATTN"),
     Opt("--perf", "perf", "bool", "", "whether to enable internal libllama performance timings (default: false)",
         _E + "PERF", neg="--no-perf", off_ok=True, inert="timings are always measured and reported in responses"),
     Opt("-e, --escape", "escape", "bool", "", "whether to process escapes sequences (\\n, \\r, \\t, \\', \\\", \\\\) (default: true)",
@@ -94,10 +93,10 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
         inert="llamars has no host buffer types"),
     Opt("-ctk, --cache-type-k", "cache_type_k", "kvtype", "TYPE",
         "KV cache data type for K\nallowed values: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1\n(default: f16)",
-        _E + "CACHE_TYPE_K", owner="a KV cache in types other than f16"),
+        _E + "CACHE_TYPE_K"),
     Opt("-ctv, --cache-type-v", "cache_type_v", "kvtype", "TYPE",
         "KV cache data type for V\nallowed values: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1\n(default: f16)",
-        _E + "CACHE_TYPE_V", owner="a KV cache in types other than f16"),
+        _E + "CACHE_TYPE_V"),
     Opt("-dt, --defrag-thold", "defrag_thold", "float", "N", "KV cache defragmentation threshold (DEPRECATED)",
         _E + "DEFRAG_THOLD", inert="deprecated in llama-server too; each slot's KV rows are contiguous"),
     Opt("--rpc", "rpc", "str", "SERVERS", "comma-separated list of RPC servers (host:port)", _E + "RPC",
@@ -136,14 +135,17 @@ _COMMON_AND_SAMPLING: Tuple[Opt, ...] = (
         "advanced option to override model metadata by key", inert="the model's metadata is used as stored"),
     Opt("--op-offload", "op_offload", "bool", "", "whether to offload host tensor operations to device (default: true)",
         neg="--no-op-offload", off_ok=True, inert="each layer runs entirely where -ngl puts it"),
-    *(Opt(f"--{n}", n.replace("-", "_"), "str", hint, h, owner="LoRA adapters and control vectors")
-      for n, hint, h in (
-        ("lora", "FNAME", "path to LoRA adapter (use comma-separated values to load multiple adapters)"),
-        ("lora-scaled", "FNAME:SCALE,...", "path to LoRA adapter with user defined scaling (format: FNAME:SCALE,...)"),
-        ("control-vector", "FNAME", "add a control vector"),
-        ("control-vector-scaled", "FNAME:SCALE,...", "add a control vector with user defined scaling SCALE"))),
+    # (file, scale) items, appended over repeats: LoRA adapters and control vectors
+    *(Opt(f"--{n}", dest, kind, hint, h)
+      for n, dest, kind, hint, h in (
+        ("lora", "lora", "files", "FNAME", "path to LoRA adapter (use comma-separated values to load multiple adapters)"),
+        ("lora-scaled", "lora", "filescales", "FNAME:SCALE,...",
+         "path to LoRA adapter with user defined scaling (format: FNAME:SCALE,...)"),
+        ("control-vector", "control_vectors", "files", "FNAME", "add a control vector"),
+        ("control-vector-scaled", "control_vectors", "filescales", "FNAME:SCALE,...",
+         "add a control vector with user defined scaling SCALE"))),
     Opt("--control-vector-layer-range", "control_vector_layer_range", "pair", "START END",
-        "layer range to apply the control vector(s) to, start and end inclusive", owner="LoRA adapters and control vectors"),
+        "layer range to apply the control vector(s) to, start and end inclusive"),
     *(Opt(names, dest, "str", hint, h, env, owner="downloading models")
       for names, dest, hint, h, env in (
         ("-mu, --model-url", "model_url", "MODEL_URL", "model download url (default: unused)", _E + "MODEL_URL"),

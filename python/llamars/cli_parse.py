@@ -158,6 +158,25 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         return v
     if k == "append":
         return raw
+    if k == "files":  # FNAME[,FNAME...]: scale 1
+        files = [f.strip() for f in raw.split(",") if f.strip()]
+        if not files:
+            raise _bad(label, raw, "expected a file path (comma-separated for several)")
+        return [[f, 1.0] for f in files]
+    if k == "filescales":  # FNAME:SCALE[,FNAME:SCALE...]
+        out = []
+        for part in raw.split(","):
+            f, sep, s = part.strip().rpartition(":")
+            try:
+                if not (sep and f):
+                    raise ValueError
+                scale = float(s)
+                if scale != scale or scale in (float("inf"), float("-inf")):
+                    raise ValueError
+            except ValueError:
+                raise _bad(label, raw, "expected FNAME:SCALE pairs, comma-separated, e.g. adapter.gguf:0.5") from None
+            out.append([f, scale])
+        return out
     if k == "bias":  # TOKEN_ID(+/-)BIAS, as llama.cpp reads it
         m = re.fullmatch(r"\s*(-?\d+)\s*([+-])\s*(\S+)\s*", raw)
         try:
@@ -167,8 +186,12 @@ def _convert(o: Opt, label: str, raw: str) -> object:
         except ValueError:
             raise _bad(label, raw, "invalid input format: expected TOKEN_ID+BIAS or TOKEN_ID-BIAS, e.g. 15043+1") from None
         return [int(m.group(1)), bias]
-    if k == "pair":
-        return raw
+    if k == "pair":  # START END: two integers
+        try:
+            a, b = (int(x) for x in raw.split())
+        except ValueError:
+            raise _bad(label, raw, "expected two integers, START END") from None
+        return [a, b]
     if k == "mibs":  # MiB per device, comma-separated
         for part in raw.split(","):
             if not part.strip().isdigit():
@@ -258,6 +281,8 @@ def _parse(argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> Tupl
                 continue
             if o.kind in ("keys", "keyfile"):
                 keys.extend(v)  # type: ignore[arg-type]
+            elif o.kind in ("files", "filescales"):
+                values.setdefault(o.dest, []).extend(v)  # type: ignore[union-attr,arg-type]
             elif o.kind == "append":
                 values.setdefault(o.dest, []).append(v)  # type: ignore[union-attr]
             elif o.kind == "bias":

@@ -258,7 +258,7 @@ SERVER_OPTIONS: Tuple[Opt, ...] = (
         "(default: 0.10, 0.0 = disabled)", section=X, lo=0, hi=1),
     Opt("--lora-init-without-apply", "lora_init_without_apply", "bool", "",
         "load LoRA adapters without applying them (apply later via POST /lora-adapters) (default: disabled)",
-        section=X, owner="LoRA adapters and control vectors"),
+        section=X),
     Opt("--sleep-idle-seconds", "sleep_idle_seconds", "int", "SECONDS",
         "number of seconds of idleness after which the server will sleep (default: -1; -1 = disabled)", section=X,
         lo=-1, inert="the model stays loaded; an idle server uses no CPU"),

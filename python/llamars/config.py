@@ -189,6 +189,15 @@ class ServerConfig(msgspec.Struct, kw_only=True):
     n_gpu_layers: Optional[str] = None
     device: Optional[str] = None
     main_gpu: int = 0
+    # KV cache types and flash attention (-ctk, -ctv, -fa)
+    cache_type_k: str = "f16"
+    cache_type_v: str = "f16"
+    flash_attn: str = "auto"
+    # LoRA adapters and control vectors: [path, scale] items (--lora, --lora-scaled, ...)
+    lora: List[List[object]] = msgspec.field(default_factory=list)
+    lora_init_without_apply: bool = False
+    control_vectors: List[List[object]] = msgspec.field(default_factory=list)
+    control_vector_layer_range: Optional[List[int]] = None
     # chat (2026 flags)
     reasoning: str = "auto"  # -rea on|off|auto: enable_thinking given to the template (auto: its default)
     reasoning_effort: Optional[str] = None  # --reasoning-effort LEVEL ("default": the template's)
@@ -241,6 +250,10 @@ class ServerConfig(msgspec.Struct, kw_only=True):
             n_gpu_layers=self.n_gpu_layers if self.n_gpu_layers is not None else "auto", device=self.device,
             main_gpu=self.main_gpu, progress=False if self.log_disable else None, draft_model=self.model_draft,
             draft_n_ctx=self.ctx_size_draft,
+            cache_type_k=self.cache_type_k, cache_type_v=self.cache_type_v, flash_attn=self.flash_attn,
+            lora=[tuple(x) for x in self.lora], lora_init_without_apply=self.lora_init_without_apply,
+            control_vectors=[tuple(x) for x in self.control_vectors],
+            control_vector_layer_range=tuple(self.control_vector_layer_range) if self.control_vector_layer_range else None,
             speculative={"type": ",".join(self.spec_type) or ("draft-simple" if self.model_draft else "none"),
                          **{k[5:]: getattr(self, k) for k in self.__struct_fields__ if k.startswith("spec_ngram_")},
                          "lookup_cache_static": self.lookup_cache_static, "lookup_cache_dynamic": self.lookup_cache_dynamic},

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core, _fronts
-from .engine_args import gpu_layers, spec_config, spec_fields
+from .engine_args import adapter_args, check_sizes, gpu_layers, lora_fields, lora_pairs, spec_config, spec_fields
 from .errors import InvalidRequestError
 from .progress import progress_bar
 from .results import GenerationResult, Stream
@@ -44,14 +44,17 @@ class Engine:
     `Engine.devices()` (software adapters such as lavapipe are used only when named).
     `speculative` turns on speculative decoding for every request: a type of llama-server's
     `--spec-type` ("ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache", or several
-    comma-separated: drafts looked up in the prompt and the output so far), or a dict with
-    "type" and parameters named as llama-server's flags ("ngram_simple_size_n",
-    "ngram_map_k4v_min_hits", "ngram_mod_n_match", ..., and for "ngram-cache" the files
-    "lookup_cache_static" / "lookup_cache_dynamic"); `draft_model` (a GGUF file whose
-    vocabulary matches the model's) drafts with a second model ("draft-simple", the type
-    when `speculative` is not given; `draft_n_ctx`: its context, 0 = the model's); greedy and seeded outputs stay exactly those
-    without it. Per call, `speculative={"n_max": 8,
-    "n_min": 0}` (or False) limits (or turns off) the drafts of one request.
+    comma-separated), or a dict with "type" and parameters named as llama-server's flags
+    ("ngram_simple_size_n", ..., and for "ngram-cache" the files "lookup_cache_static" /
+    "lookup_cache_dynamic"); `draft_model` (a GGUF file with the model's vocabulary) drafts
+    with a second model ("draft-simple"; `draft_n_ctx`: its context, 0 = the model's); outputs
+    stay exactly those without it. Per call, `speculative={"n_max": 8, "n_min": 0}` (or False).
+    `cache_type_k` / `cache_type_v` (llama-server's `-ctk` / `-ctv`: f16, q8_0, q4_0, …) and
+    `flash_attn` ("on", "off", "auto") choose the KV cache's types and attention path.
+    `lora` (GGUF adapter files, or (file, scale) pairs) loads LoRA adapters, applied at
+    those scales (0 with `lora_init_without_apply`) unless a call's `lora=[{"id", "scale"}]`
+    (or `{id: scale}`) says otherwise; `control_vectors` likewise, over
+    `control_vector_layer_range` = (first, last).
     """
 
     def __init__(
@@ -75,30 +78,22 @@ class Engine:
         speculative: Union[None, str, Dict[str, Any]] = None,
         draft_model: Union[str, os.PathLike, None] = None,
         draft_n_ctx: int = 0,
+        lora=None,
+        lora_init_without_apply: bool = False,
+        control_vectors=None,
+        control_vector_layer_range=None,
+        cache_type_k: str = "f16",
+        cache_type_v: str = "f16",
+        flash_attn: str = "auto",
         progress: Optional[bool] = None,
     ) -> None:
-        if n_ctx < 0:
-            raise InvalidRequestError(f"n_ctx must be >= 0 (0 = the model's training context), got {n_ctx}")
-        if n_batch < 1:
-            raise InvalidRequestError(f"n_batch must be >= 1, got {n_batch}")
-        if n_ubatch < 1:
-            raise InvalidRequestError(f"n_ubatch must be >= 1, got {n_ubatch}")
-        if n_parallel < 1:
-            raise InvalidRequestError(f"n_parallel must be >= 1, got {n_parallel}")
-        if n_threads is not None and n_threads < 1:
-            raise InvalidRequestError(f"n_threads must be >= 1, got {n_threads}")
-        if cache_reuse < 0:
-            raise InvalidRequestError(f"cache_reuse must be >= 0, got {cache_reuse}")
-        if cache_ram < -1:
-            raise InvalidRequestError(f"cache_ram must be >= -1 (MiB; -1 = no limit, 0 = off), got {cache_ram}")
+        check_sizes(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_parallel=n_parallel, n_threads=n_threads,
+                    cache_reuse=cache_reuse, cache_ram=cache_ram, draft_model=draft_model, draft_n_ctx=draft_n_ctx)
         spec = spec_config(speculative)
-        if draft_model is not None and not isinstance(draft_model, (str, os.PathLike)):
-            raise InvalidRequestError(f"draft_model: must be a GGUF file path, got {draft_model!r}")
-        if isinstance(draft_n_ctx, bool) or not isinstance(draft_n_ctx, int) or draft_n_ctx < 0:
-            raise InvalidRequestError(f"draft_n_ctx must be >= 0 (0: the model's context), got {draft_n_ctx!r}")
         if draft_model is not None and speculative is None:
             spec = ("draft-simple",) + spec[1:]
         ngl = gpu_layers(n_gpu_layers)
+        adapters = adapter_args(lora, lora_init_without_apply, control_vectors, control_vector_layer_range)
         if main_gpu < 0:
             raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")
         self.model_path = os.fspath(model)
@@ -124,6 +119,8 @@ class Engine:
                 *spec,
                 os.fspath(draft_model) if draft_model is not None else None,
                 draft_n_ctx,
+                *adapters,
+                str(cache_type_k), str(cache_type_v), str(flash_attn),
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:
@@ -196,9 +193,10 @@ class Engine:
         return self._core.token_to_piece(token, special)
 
     # ---------------------------------------------------------------- compute
-    def logits(self, ids: Sequence[int]) -> np.ndarray:
-        """float32 [len(ids), n_vocab]: logits at every position, in a fresh context."""
-        buf, n, nv = self._core.logits(list(ids))
+    def logits(self, ids: Sequence[int], *, lora=None) -> np.ndarray:
+        """float32 [len(ids), n_vocab]: logits at every position, in a fresh context (under
+        `lora`'s adapter scales as in `generate`; None: the global ones)."""
+        buf, n, nv = self._core.logits(list(ids), None if lora is None else lora_pairs(lora))
         return np.frombuffer(buf, dtype=np.float32).reshape(n, nv)
 
     def hidden_states(self, ids: Sequence[int]) -> np.ndarray:
@@ -262,6 +260,8 @@ class Engine:
         the field."""
         if "speculative" in fields:
             fields.update(spec_fields(fields.pop("speculative")))
+        if fields.get("lora") is not None:
+            fields["lora"] = lora_fields(fields["lora"])
         return self._core.request(self._prompt_ids(prompt), fields, _names)
 
     def stream(self, prompt: Prompt, **kwargs) -> Stream:
@@ -354,6 +354,15 @@ class Engine:
     def cancel(self, request_id: int) -> None:
         """Stop a queued or running request by id (`Stream.id`); other requests go on."""
         self._core.cancel(int(request_id))
+
+    def lora_adapters(self) -> list:
+        """The LoRA adapters: [{id, path, scale (the global one), task_name, prompt_prefix, n_tensors}]."""
+        return self._core.lora_adapters()
+
+    def set_lora(self, scales) -> None:
+        """Set the global adapter scales (`[{"id", "scale"}]` or `{id: scale}`; the others 0),
+        for requests submitted from now on."""
+        self._core.set_lora_scales(lora_pairs(scales))
 
     # ---------------------------------------------------------------- slots
     def slots(self) -> list:

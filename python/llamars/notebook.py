@@ -48,6 +48,9 @@ def engine_rows(engine) -> list:
         ("shape", f"{i.get('n_layer')} layers, n_embd {i.get('n_embd')}, {i.get('n_head')} heads ({i.get('n_head_kv')} KV)"),
         ("context", f"n_ctx {i['n_ctx']} = {i['n_parallel']} slot(s) × n_ctx_slot {i['n_ctx_slot']}"
                     f" (trained {i.get('n_ctx_train', '?')})"),
+        ("KV cache", f"K {i.get('cache_type_k', 'f16')}, V {i.get('cache_type_v', 'f16')}, "
+                     f"{_num(i.get('kv_bytes_per_token'), ('B', 'KiB', 'MiB'), 1024.0)} per token"
+                     + (", flash attention" if i.get("flash_attn") else "")),
         ("vocabulary", f"{i['n_vocab']:,} tokens"),
         ("chat template", str(template)),
         ("devices", "; ".join(devices) + f"; kernels {i.get('isa', '?')}"),

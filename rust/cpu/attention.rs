@@ -9,6 +9,9 @@
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
 use crate::quant::f16::round_f16;
+use crate::quant::{activation, vec_dot_type};
+use crate::kv_cache::types::{as_bytes, k_dot, KvType};
+pub use super::attention_fa::KvRows;
 
 pub struct AttnShape<'a> {
     pub n_head: usize,
@@ -58,21 +61,16 @@ pub struct QueryPos {
 /// where key position j of slot s sits in row s*cap + j % cap (cap = slot size for full
 /// layers, the ring size for sliding-window ones); query t sees its slot's keys up to
 /// queries[t].pos (from queries[t].ring_lo on when `ring`); out: [n_tokens, n_head*v_head_dim].
-#[allow(clippy::too_many_arguments)]
-pub fn attention(
-    pool: &ThreadPool,
-    s: &AttnShape,
-    q: &[f32],
-    k: &[u16],
-    v: &[u16],
-    cap: usize,
-    ring: bool,
-    queries: &[QueryPos],
-    out: &mut [f32],
-) {
+/// K may be of any cache type (its scores then come from the type's dot against Q converted
+/// to the type's dot format, ggml's `mul_mat(k, q)` in its one-token order); V is f16.
+pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queries: &[QueryPos], out: &mut [f32]) {
     let n_tokens = queries.len();
     let (hd, vd) = (s.head_dim, s.v_head_dim);
-    let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
+    let (k, v, cap, ring) = (kv.k, kv.v, kv.cap, kv.ring);
+    let (kdim, vdim) = (kv.k_units, kv.v_units);
+    let kt = kv.k_type;
+    let k_head = kt.ggml().row_bytes(hd);
+    let (qt, kdot) = (vec_dot_type(kt.ggml()), k_dot(kt));
     let group = s.n_head / s.n_head_kv;
     let optr = SendPtr(out.as_mut_ptr());
     pool.run(n_tokens * s.n_head_kv, |task| {
@@ -93,15 +91,26 @@ pub fn attention(
         let n_keys = pos + 1 - start;
         // Q of the group's heads, rounded to f16 (ggml converts Q to K's type)   [group, hd]
         let h0 = g * group;
-        let qh: Vec<f32> = q[t * s.n_head * hd + h0 * hd..][..group * hd].iter().map(|&x| round_f16(x)).collect();
+        let qrow = &q[t * s.n_head * hd + h0 * hd..][..group * hd];
         // scores [group, n_keys]
         let mut scores = vec![0f32; group * n_keys];
         let mut dots = vec![0f32; group];
-        for (idx, j) in (start..=pos).enumerate() {
-            let kj = &k[row(j) * kdim + g * hd..][..hd];
-            dot_f16_rows(&qh, kj, hd, kq_order, &mut dots);
-            for (hh, &dt) in dots.iter().enumerate() {
-                scores[hh * n_keys + idx] = s.score(dt);
+        if kt == KvType::F16 {
+            let qh: Vec<f32> = qrow.iter().map(|&x| round_f16(x)).collect();
+            for (idx, j) in (start..=pos).enumerate() {
+                let kj = &k[row(j) * kdim + g * hd..][..hd];
+                dot_f16_rows(&qh, kj, hd, kq_order, &mut dots);
+                for (hh, &dt) in dots.iter().enumerate() {
+                    scores[hh * n_keys + idx] = s.score(dt);
+                }
+            }
+        } else if let Some(kdot) = kdot {
+            let qq: Vec<Vec<u8>> = qrow.chunks_exact(hd).map(|x| { let mut b = Vec::new(); activation::quantize(qt, x, &mut b); b }).collect();
+            for (idx, j) in (start..=pos).enumerate() {
+                let kj = &as_bytes(&k[row(j) * kdim..(row(j) + 1) * kdim])[g * k_head..(g + 1) * k_head];
+                for (hh, qb) in qq.iter().enumerate() {
+                    scores[hh * n_keys + idx] = s.score(kdot(hd, kj, qb));
+                }
             }
         }
         for hh in 0..group {

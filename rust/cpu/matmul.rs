@@ -86,6 +86,11 @@ impl Weight {
         Weight { n_out: hi - lo, ptr: bytes.as_ptr(), len: bytes.len(), ..*self }
     }
 
+    /// Where the matrix's bytes start: the identity of a model tensor (LoRA pairs are found by it).
+    pub fn addr(&self) -> usize {
+        self.ptr as usize
+    }
+
     #[inline]
     pub fn row(&self, r: usize) -> &[u8] {
         &self.bytes()[r * self.row_bytes..(r + 1) * self.row_bytes]

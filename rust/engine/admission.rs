@@ -3,6 +3,7 @@
 //! checkpoint already holds is reused (`--cache-reuse` shifts matching chunks into place).
 use super::decode::Decoder;
 use super::request::Request;
+use super::adapters::same_lora;
 use super::slot::{choose, Task};
 use super::state::LoopState;
 use crate::error::Error;
@@ -25,7 +26,7 @@ impl LoopState {
                     }
                     s
                 }
-                _ => match choose(&self.slots, &waiting[i].params.prompt, self.cfg.slot_prompt_similarity) {
+                _ => match choose(&self.slots, &waiting[i].params.prompt, self.cfg.slot_prompt_similarity, &waiting[i].params.lora_scales) {
                     Some(s) => s,
                     None => break,
                 },
@@ -76,19 +77,28 @@ impl LoopState {
             truncated = true;
         }
         let cache_prompt = p.cache_prompt;
+        let lora = p.lora_scales.clone();
+        if !same_lora(&self.slots[si].lora, &lora) {
+            // rows computed under other LoRA scales: kept in the RAM cache, not reused here
+            self.stash(si, 0);
+            self.slots[si].clear();
+        }
+        self.slots[si].lora = lora.clone();
         let slot_cells = &self.slots[si].cells;
         let mut reuse = if cache_prompt { slot_cells.reusable_prefix(&prompt) } else { 0 };
         // The RAM cache may hold a longer prefix than the slot does.
         if cache_prompt && self.ram.enabled() {
-            if let Some((idx, _)) = self.ram.best(&prompt, reuse) {
+            if let Some((idx, _)) = self.ram.best(&prompt, reuse, &lora) {
                 self.stash(si, reuse);
                 let entry = self.ram.take(idx);
                 let s = &mut self.slots[si];
                 s.checkpoints.clear();
-                let restored = persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &entry.bytes, "prompt cache", self.engine.model.config.n_vocab);
+                let n_lora = self.engine.model.adapters.len();
+                let restored = persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &entry.bytes, "prompt cache", self.engine.model.config.n_vocab, n_lora);
                 if restored.and_then(|_| self.kv.to_device(false)).is_err() {
                     s.clear();
                 }
+                s.lora = lora.clone();
                 reuse = self.slots[si].cells.reusable_prefix(&prompt);
             } else {
                 self.stash(si, reuse);
@@ -176,8 +186,8 @@ impl LoopState {
         if !self.ram.enabled() || n < 16 || keep * 2 >= n || self.kv.to_host(false).is_err() {
             return;
         }
-        let cells = &self.slots[si].cells;
-        let bytes = persist::save(&self.kv, cells, si, self.fingerprint);
-        self.ram.put(cells.tokens.clone(), bytes);
+        let s = &self.slots[si];
+        let bytes = persist::save(&self.kv, &s.cells, si, self.fingerprint, s.lora.as_deref());
+        self.ram.put(s.cells.tokens.clone(), bytes, s.lora.clone());
     }
 }

@@ -158,6 +158,9 @@ impl Loop {
             }
             let ids: Vec<u64> = batch.spans.iter().map(|sp| self.st.slots[sp.slot].task.as_ref().map_or(0, |t| t.req.id)).collect();
             let engine = self.st.engine.clone();
+            // each sequence's LoRA scales (the ones its slot's rows are computed under)
+            self.exec.lora.clear();
+            self.exec.lora.extend(self.st.slots.iter().map(|s| s.lora.clone()));
             let logits: Logits<'_> = execute(&engine, &mut self.exec, &mut self.st.kv, &batch, &ids, &self.shared);
             self.st.commit(&batch, &logits);
         }));

@@ -22,6 +22,8 @@ use serde_json::{json, Map, Number, Value};
 /// `logit_bias` keys given as text.
 pub struct Ctx<'a> {
     pub n_vocab: usize,
+    /// LoRA adapters loaded (the ids a request's `lora` may name).
+    pub n_lora: usize,
     pub tokenize: &'a dyn Fn(&str) -> Vec<u32>,
 }
 
@@ -41,6 +43,8 @@ pub enum Kind {
     Schema,
     /// a list of sampler names or a string of letters
     Samplers,
+    /// `[{"id": adapter id, "scale": factor}, ...]`
+    Lora,
 }
 
 impl Kind {
@@ -55,6 +59,7 @@ impl Kind {
             Kind::Bias => "bias",
             Kind::Schema => "schema",
             Kind::Samplers => "samplers",
+            Kind::Lora => "lora",
         }
     }
 }
@@ -230,6 +235,38 @@ fn samplers(v: &Value) -> std::result::Result<Vec<crate::sampling::SamplerKind>,
     .map_err(|e| e.strip_prefix("samplers").or_else(|| e.strip_prefix("sampling_seq: ")).unwrap_or(&e).to_string())
 }
 
+/// llama-server's `lora`: `[{"id": i, "scale": s}, ...]`; an empty list means the server's
+/// global scales (as no list). Ids must name a loaded adapter; a repeated id keeps its last scale.
+fn lora_list(v: &Value, n_lora: usize) -> std::result::Result<Option<Vec<(usize, f32)>>, String> {
+    let Value::Array(a) = v else { return Err("must be a list of {\"id\": adapter id, \"scale\": factor} objects".into()) };
+    if a.is_empty() {
+        return Ok(None);
+    }
+    let mut out: Vec<(usize, f32)> = Vec::new();
+    for (i, e) in a.iter().enumerate() {
+        let Value::Object(m) = e else { return Err(format!("[{i}] must be an object with id and scale")) };
+        let id = m.get("id").ok_or_else(|| format!("[{i}].id is required"))?;
+        let id = int(id).map_err(|e| format!("[{i}].id: {e}"))?;
+        if id < 0 || id as u64 >= n_lora as u64 {
+            return Err(match n_lora {
+                0 => format!("[{i}].id: no LoRA adapters are loaded (start the server with --lora FILE)"),
+                n => format!("[{i}].id: {id} is not a loaded adapter (ids 0..{})", n - 1),
+            });
+        }
+        let scale = match m.get("scale") {
+            None | Some(Value::Null) => 0.0,
+            Some(s) => float(s).map_err(|e| format!("[{i}].scale: {e}"))?,
+        };
+        if !scale.is_finite() {
+            return Err(format!("[{i}].scale: must be a finite number"));
+        }
+        out.retain(|(x, _)| *x != id as usize);
+        out.push((id as usize, scale));
+    }
+    out.sort_by_key(|&(id, _)| id);
+    Ok(Some(out))
+}
+
 fn sampling(p: &mut RequestParams) -> &mut SamplingParams {
     &mut p.gen.sampling
 }
@@ -367,6 +404,9 @@ pub static FIELDS: &[Field] = &[
     field!("speculative.p_min", Float, Sampling, "a draft model's least probability for a drafted token",
         |p, v, _c| p.gen.spec.p_min = { let x = float(v)?; if !(0.0..=1.0).contains(&x) { return Err(format!("must be in [0, 1], got {x}")); } x },
         |p| f32v(p.gen.spec.p_min)),
+    field!("lora", Lora, Sampling, "LoRA adapters for this request: [{\"id\", \"scale\"}]; adapters not listed run at scale 0 (empty or null: the server's scales)",
+        |p, v, c| p.lora = lora_list(v, c.n_lora)?,
+        |p| p.lora.iter().flatten().map(|&(id, s)| json!({"id": id, "scale": f32v(s)})).collect::<Vec<_>>()),
 ];
 
 /// Most preserved tokens a request may name (each is looked up in the vocabulary).
@@ -446,7 +486,7 @@ mod tests {
     use super::*;
 
     fn cx() -> Ctx<'static> {
-        Ctx { n_vocab: 100, tokenize: &|s: &str| s.bytes().map(|b| b as u32 % 100).collect() }
+        Ctx { n_vocab: 100, n_lora: 2, tokenize: &|s: &str| s.bytes().map(|b| b as u32 % 100).collect() }
     }
 
     fn build(v: Value) -> Result<RequestParams> {
@@ -517,6 +557,19 @@ mod tests {
         assert!(err(json!({"logit_bias": {"100": 1}})).contains("out of range [0, 100)"));
         assert!(err(json!({"logit_bias": {"99999999999999999999999": 1}})).contains("out of range"));
         assert_eq!(p.settings()["logit_bias"], json!([[5, false], [97, 2.0], [98, 2.0]]));
+    }
+
+    #[test]
+    fn lora_lists() {
+        assert_eq!(build(json!({"lora": [{"id": 1, "scale": 0.5}, {"id": 0, "scale": 1}]})).unwrap().lora, Some(vec![(0, 1.0), (1, 0.5)]));
+        assert_eq!(build(json!({"lora": []})).unwrap().lora, None, "an empty list: the server's scales");
+        assert_eq!(build(json!({"lora": [{"id": 0}]})).unwrap().lora, Some(vec![(0, 0.0)]));
+        assert!(err(json!({"lora": [{"id": 2, "scale": 1}]})).starts_with("lora[0].id: 2 is not a loaded adapter (ids 0..1)"));
+        assert!(err(json!({"lora": [{"scale": 1}]})).starts_with("lora[0].id is required"));
+        assert!(err(json!({"lora": [{"id": 0, "scale": "x"}]})).starts_with("lora[0].scale: must be a number"));
+        assert!(err(json!({"lora": {"id": 0}})).starts_with("lora: must be a list"));
+        let p = build(json!({"lora": [{"id": 1, "scale": 0.25}]})).unwrap();
+        assert_eq!(p.settings()["lora"], json!([{"id": 1, "scale": 0.25}]));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The engine: a loaded model, its tokenizer and the CPU pool, plus sessions
 //! (a KV cache and activations) that generations run in.
+mod adapters;
 mod admission;
 mod batch_loop;
 mod commit;
@@ -28,6 +29,7 @@ pub use request::{Event, Final, Hub, RequestParams, Sink};
 pub use queue::{Fault, SchedConfig, SlotAction, SlotActionResult};
 pub use scheduler::Scheduler;
 pub use slot::SlotInfo;
+pub use adapters::{same_lora, AdapterConfig, AdapterInfo};
 
 use crate::cpu::{pool::default_threads, ThreadPool};
 use crate::error::{Error, Result};
@@ -50,11 +52,15 @@ pub struct EngineConfig {
     pub n_batch: usize,
     /// GPU offload (`n_gpu_layers`, device).
     pub gpu: crate::gpu::GpuConfig,
+    /// LoRA adapters and control vectors.
+    pub adapters: AdapterConfig,
+    /// KV cache types and flash attention (`-ctk`, `-ctv`, `-fa`).
+    pub kv: crate::kv_cache::types::KvConfig,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512, gpu: Default::default() }
+        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512, gpu: Default::default(), adapters: Default::default(), kv: Default::default() }
     }
 }
 
@@ -69,6 +75,8 @@ pub struct Engine {
     pieces: std::sync::OnceLock<Arc<Vec<Vec<u8>>>>,
     /// The grammar engine over this vocabulary, built on the first constrained request.
     grammars: std::sync::OnceLock<std::result::Result<Arc<GrammarFactory>, String>>,
+    /// The LoRA adapters' global scales (`/lora-adapters`), one per adapter.
+    pub lora_scales: std::sync::Mutex<Vec<f32>>,
 }
 
 /// A private single-sequence KV cache plus activations, outside the scheduler
@@ -106,8 +114,24 @@ impl Engine {
         config.n_threads = Some(n_threads);
         config.gpu.n_ctx = config.n_ctx;
         config.gpu.n_batch = config.n_batch;
-        let gpu_note = model.offload(&config.gpu, &mut |_, _| {})?;
-        Ok(Engine { model, tokenizer, pool: ThreadPool::new(n_threads), config, gpu_note, pieces: std::sync::OnceLock::new(), grammars: std::sync::OnceLock::new() })
+        let scales = adapters::attach(&mut model, &config.adapters)?;
+        config.kv.resolve()?;
+        let auto_cpu = adapters::keep_on_cpu(&model, &config.kv, &mut config.gpu);
+        let mut gpu_note = model.offload(&config.gpu, &mut |_, _| {})?;
+        if let Some(why) = auto_cpu {
+            gpu_note = why;
+        }
+        adapters::check_placement(&model, &config.kv)?;
+        Ok(Engine {
+            model,
+            tokenizer,
+            pool: ThreadPool::new(n_threads),
+            config,
+            gpu_note,
+            pieces: std::sync::OnceLock::new(),
+            grammars: std::sync::OnceLock::new(),
+            lora_scales: std::sync::Mutex::new(scales),
+        })
     }
 
     /// Every token's text (special tokens rendered), shared.
@@ -154,7 +178,7 @@ impl Engine {
         let c = &self.model.config;
         let caps = self.model.kv_caps(n_ctx, self.config.n_batch, true);
         Ok(Session {
-            kv: KvStore::new(1, n_ctx, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
+            kv: self.config.kv.store(1, n_ctx, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?,
             cells: SeqCells::new(None),
             state: State::default(),
         })
@@ -188,8 +212,14 @@ impl Engine {
 
     /// Logits for every position of `tokens`, evaluated in a fresh context: [n, n_vocab].
     pub fn logits(&self, tokens: &[u32]) -> Result<Vec<f32>> {
+        self.logits_lora(tokens, None)
+    }
+
+    /// `logits` under LoRA scales (`lora`: a request's list; None: the global scales).
+    pub fn logits_lora(&self, tokens: &[u32], lora: Option<&[(usize, f32)]>) -> Result<Vec<f32>> {
         self.check_len(tokens)?;
         let mut s = self.session_of(tokens.len())?;
+        s.state.lora = vec![self.resolve_lora(lora)?];
         let mut out = Vec::with_capacity(tokens.len() * self.model.config.n_vocab);
         self.eval(&mut s, tokens, LogitRows::All, &mut out)?;
         Ok(out)
@@ -210,6 +240,7 @@ impl Engine {
     pub fn hidden_states(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         self.check_len(tokens)?;
         let mut s = self.session_of(tokens.len())?;
+        s.state.lora = vec![self.resolve_lora(None)?];
         let e = self.model.config.n_embd;
         let mut out = Vec::with_capacity(tokens.len() * e);
         // an encoder's attention is bidirectional: the whole input in one batch

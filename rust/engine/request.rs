@@ -26,11 +26,17 @@ pub struct RequestParams {
     pub return_progress: bool,
     /// Send no per-token events, only the final one (non-streamed callers).
     pub quiet: bool,
+    /// LoRA scales the request asked for, by adapter id (llama-server's `lora`; adapters it
+    /// does not list run at 0). None: the engine's global scales at submission.
+    pub lora: Option<Vec<(usize, f32)>>,
+    /// The scales it runs under, one per loaded adapter (None: none applies), fixed by the
+    /// scheduler at submission.
+    pub lora_scales: Option<std::sync::Arc<[f32]>>,
 }
 
 impl RequestParams {
     pub fn new(prompt: Vec<u32>, gen: GenParams) -> RequestParams {
-        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false, return_progress: false, quiet: false }
+        RequestParams { prompt, gen, cache_prompt: true, id_slot: None, n_keep: 0, n_discard: 0, truncate: false, return_progress: false, quiet: false, lora: None, lora_scales: None }
     }
 }
 

@@ -96,10 +96,12 @@ impl Scheduler {
     }
 
     /// Queue a request; its events go to `sink`. Returns the request id.
-    pub fn submit(&self, params: RequestParams, sink: Sink) -> Result<u64> {
+    pub fn submit(&self, mut params: RequestParams, sink: Sink) -> Result<u64> {
         // an encoder has no next-token head: say so before any work
         self.engine.model.lm_head()?;
         self.validate(&params)?;
+        // the LoRA scales are fixed now: a later change of the global ones affects later requests
+        params.lora_scales = self.engine.resolve_lora(params.lora.as_deref())?;
         let grammar = match &params.gen.grammar {
             Some(spec) => Some(self.engine.compile_grammar(spec)?),
             None => None,

@@ -4,7 +4,9 @@
 use super::decode::Decoder;
 use super::request::Request;
 use super::speculative::{DraftStats, Drafter};
+use super::adapters::same_lora;
 use crate::kv_cache::{Checkpoint, SeqCells};
+use std::sync::Arc;
 use std::time::Instant;
 
 pub struct Task {
@@ -48,6 +50,9 @@ pub struct Slot {
     pub ended_early: bool,
     /// Sliding-window checkpoints taken at prompt chunk ends, oldest first.
     pub checkpoints: Vec<Checkpoint>,
+    /// The LoRA scales the cached rows were computed under (None: no adapter): a request
+    /// under other scales reuses none of them.
+    pub lora: Option<Arc<[f32]>>,
 }
 
 /// Checkpoints kept per slot.
@@ -64,6 +69,7 @@ impl Slot {
     pub fn clear(&mut self) {
         self.cells.clear();
         self.checkpoints.clear();
+        self.lora = None;
     }
 }
 
@@ -85,12 +91,14 @@ pub struct SlotInfo {
     pub has_next_token: bool,
 }
 
-/// Pick a free slot for `prompt`: the most similar cached prompt (similarity >=
-/// `threshold`, > 0), else the least recently used. `threshold` 0 disables similarity.
-pub fn choose(slots: &[Slot], prompt: &[u32], threshold: f32) -> Option<usize> {
+/// Pick a free slot for `prompt` (to run under the LoRA scales `lora`): the most similar
+/// cached prompt computed under the same scales (similarity >= `threshold`, > 0), else the
+/// least recently used. `threshold` 0 disables similarity.
+pub fn choose(slots: &[Slot], prompt: &[u32], threshold: f32, lora: &Option<Arc<[f32]>>) -> Option<usize> {
     let free = || slots.iter().filter(|s| s.task.is_none());
     if threshold > 0.0 {
         let best = free()
+            .filter(|s| same_lora(&s.lora, lora))
             .map(|s| (s.cells.similarity(prompt), s))
             .filter(|(sim, _)| *sim > 0.0 && *sim >= threshold)
             .max_by(|a, b| a.0.total_cmp(&b.0).then(b.1.id.cmp(&a.1.id)));
@@ -108,15 +116,20 @@ mod tests {
     fn slot(id: usize, toks: &[u32], last_used: u64) -> Slot {
         let mut cells = SeqCells::new(None);
         cells.push(toks);
-        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() }
+        Slot { id, cells, task: None, last_used, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new(), lora: None }
     }
 
     #[test]
     fn prefers_similar_then_lru() {
         let slots = vec![slot(0, &[1, 2, 3], 5), slot(1, &[7, 8, 9, 10], 1), slot(2, &[], 3)];
-        assert_eq!(choose(&slots, &[7, 8, 9, 11], 0.1), Some(1));
-        assert_eq!(choose(&slots, &[1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13], 0.5), Some(1), "below threshold: LRU");
-        assert_eq!(choose(&slots, &[4], 0.1), Some(1));
-        assert_eq!(choose(&slots, &[1, 2, 3, 4], 0.0), Some(1), "similarity disabled: LRU");
+        assert_eq!(choose(&slots, &[7, 8, 9, 11], 0.1, &None), Some(1));
+        assert_eq!(choose(&slots, &[1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 13], 0.5, &None), Some(1), "below threshold: LRU");
+        assert_eq!(choose(&slots, &[4], 0.1, &None), Some(1));
+        assert_eq!(choose(&slots, &[1, 2, 3, 4], 0.0, &None), Some(1), "similarity disabled: LRU");
+        // rows computed under other LoRA scales are no match
+        let mut slots = slots;
+        slots[0].lora = Some(Arc::from(vec![1.0f32]));
+        assert_eq!(choose(&slots, &[1, 2, 3, 4], 0.1, &None), Some(1));
+        assert_eq!(choose(&slots, &[1, 2, 3, 4], 0.1, &slots[0].lora.clone()), Some(0));
     }
 }

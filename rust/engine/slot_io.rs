@@ -25,16 +25,17 @@ impl LoopState {
             SlotAction::Save(name) => {
                 let dir = dir()?;
                 self.kv.to_host(false)?;
-                let cells = &self.slots[si].cells;
-                let bytes = persist::save(&self.kv, cells, si, self.fingerprint);
+                let (cells, lora) = (&self.slots[si].cells, self.slots[si].lora.as_deref());
+                let bytes = persist::save(&self.kv, cells, si, self.fingerprint, lora);
                 write_slot_file(&dir, &name, &bytes)?;
                 Ok(SlotActionResult { id_slot: si, filename: name, n_tokens: cells.n_past(), n_bytes: bytes.len(), ms: ms(t0) })
             }
             SlotAction::Restore(name) => {
                 let bytes = read_slot_file(&dir()?, &name)?;
-                let n_vocab = self.engine.model.config.n_vocab;
+                let (n_vocab, n_lora) = (self.engine.model.config.n_vocab, self.engine.model.adapters.len());
                 let s = &mut self.slots[si];
-                persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name, n_vocab)?;
+                let lora = persist::restore(&mut self.kv, &mut s.cells, si, self.fingerprint, &bytes, &name, n_vocab, n_lora)?;
+                s.lora = lora.map(std::sync::Arc::from);
                 if let Err(e) = self.kv.to_device(false) {
                     s.clear();
                     return Err(e);

@@ -39,10 +39,10 @@ impl LoopState {
         let m = &engine.model;
         let c = &m.config;
         let caps = m.kv_caps(n_ctx_slot, cfg.n_ubatch, cfg.swa_full);
-        let kv = KvStore::new(cfg.n_parallel, n_ctx_slot, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?;
+        let kv = engine.config.kv.store(cfg.n_parallel, n_ctx_slot, &caps, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim)?;
         let ring = m.kv_ring(&kv);
         let slots = (0..cfg.n_parallel)
-            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new() })
+            .map(|id| Slot { id, cells: SeqCells::new(ring), task: None, last_used: 0, n_decoded_last: 0, id_task_last: None, ended_early: false, checkpoints: Vec::new(), lora: None })
             .collect();
         let metrics = Metrics { kv_cache_capacity: n_ctx_slot * cfg.n_parallel, kv_cache_bytes: kv.bytes(), ..Metrics::default() };
         let shared_drafts = cfg.spec.shared(c.n_vocab)?;

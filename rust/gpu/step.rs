@@ -196,6 +196,13 @@ impl Offload {
         let Some(a) = acts.as_mut() else { return Err(Error::Gpu("activations missing".into())) };
         let kv_ok = kv.dev.as_ref().is_some_and(|d| d.owner == self.id);
         if !kv_ok {
+            if kv.k_type != crate::kv_cache::KvType::F16 || kv.v_type != crate::kv_cache::KvType::F16 {
+                return Err(Error::NotSupported(format!(
+                    "a {}/{} KV cache runs on the CPU path only: start without GPU offload (-ngl 0), or with -ctk f16 -ctv f16",
+                    kv.k_type.name(),
+                    kv.v_type.name()
+                )));
+            }
             kv.dev = Some(KvDevice::new(self, &kv.layers)?);
         }
         let Some(kvd) = kv.dev.as_ref() else { return Err(Error::Gpu("KV cache missing".into())) };

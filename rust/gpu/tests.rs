@@ -9,7 +9,7 @@ use super::kernels::matmul::GpuWeight;
 use super::kernels::norm::op_norm;
 use super::kernels::rope::op_rope;
 use super::kernels::{embed, kvstore, Op, StepSize};
-use crate::cpu::attention::{attention as cpu_attention, AttnShape, QueryPos};
+use crate::cpu::attention::{attention as cpu_attention, AttnShape, KvRows, QueryPos};
 use crate::cpu::ops::{geglu, rms_norm, rope_apply, rope_cache, swiglu};
 use crate::cpu::ThreadPool;
 use crate::quant::f16::f32_to_f16;
@@ -332,7 +332,9 @@ fn attention_on(g: &Gpu) {
         }
         let shape = AttnShape { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, scale: 0.125, window, softcap: 0.0, sinks: None };
         let mut want = vec![0f32; n * qd];
-        cpu_attention(&pool, &shape, &q, &kc, &vc, cap, ring, &queries, &mut want);
+        let kf16 = crate::kv_cache::KvType::F16;
+        let rows = KvRows { k: &kc, v: &vc, k_type: kf16, v_type: kf16, k_units: kd, v_units: kd, cap, ring };
+        cpu_attention(&pool, &shape, &q, &rows, &queries, &mut want);
         let l = queries
             .iter()
             .map(|p| {

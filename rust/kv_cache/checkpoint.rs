@@ -31,12 +31,12 @@ impl Checkpoint {
             if kv.is_full(il) {
                 continue;
             }
-            let (mut k, mut v) = (Vec::with_capacity((pos - lo) * kv.k_dim), Vec::with_capacity((pos - lo) * kv.v_dim));
+            let (mut k, mut v) = (Vec::with_capacity((pos - lo) * kv.k_units), Vec::with_capacity((pos - lo) * kv.v_units));
             for p in lo..pos {
                 let r = kv.row(il, slot, p);
                 let l = &kv.layers[il];
-                k.extend_from_slice(&l.k[r * kv.k_dim..(r + 1) * kv.k_dim]);
-                v.extend_from_slice(&l.v[r * kv.v_dim..(r + 1) * kv.v_dim]);
+                k.extend_from_slice(&l.k[r * kv.k_units..(r + 1) * kv.k_units]);
+                v.extend_from_slice(&l.v[r * kv.v_units..(r + 1) * kv.v_units]);
             }
             rows.push((il, k, v));
         }
@@ -53,7 +53,7 @@ impl Checkpoint {
         for (il, k, v) in &self.rows {
             for (i, p) in (self.lo..self.pos).enumerate() {
                 let r = kv.row(*il, slot, p);
-                let (kd, vd) = (kv.k_dim, kv.v_dim);
+                let (kd, vd) = (kv.k_units, kv.v_units);
                 let l = &mut kv.layers[*il];
                 l.k[r * kd..(r + 1) * kd].copy_from_slice(&k[i * kd..(i + 1) * kd]);
                 l.v[r * vd..(r + 1) * vd].copy_from_slice(&v[i * vd..(i + 1) * vd]);

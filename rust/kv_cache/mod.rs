@@ -1,5 +1,6 @@
-//! KV cache: tensor storage (`KvStore`, f16 rows per layer and slot) apart from the
-//! bookkeeping of which tokens each slot's sequence holds (`cells::SeqCells`).
+//! KV cache: tensor storage (`KvStore`, rows per layer and slot in the cache's K and V
+//! types, f16 by default: `types.rs`) apart from the bookkeeping of which tokens each
+//! slot's sequence holds (`cells::SeqCells`).
 //!
 //! Layout: every slot owns `slot_ctx` positions. A full-attention layer keeps one row
 //! per position (row = pos); a sliding-window layer keeps a ring of
@@ -8,17 +9,18 @@
 pub mod cells;
 pub mod checkpoint;
 pub mod persist;
+pub mod types;
 
 pub use cells::SeqCells;
+pub use types::KvType;
 pub use checkpoint::Checkpoint;
 
 use crate::error::{Error, Result};
-use crate::quant::f16::f32_to_f16;
 
 pub struct LayerKv {
-    /// [n_slots * cap, k_dim] f16
+    /// [n_slots * cap, k_units]: rows of k_dim values in `k_type` (f16: one unit per value)
     pub k: Vec<u16>,
-    /// [n_slots * cap, v_dim] f16
+    /// [n_slots * cap, v_units]
     pub v: Vec<u16>,
     /// Rows per slot: slot_ctx for full layers, the ring size for sliding-window layers.
     pub cap: usize,
@@ -30,6 +32,13 @@ pub struct KvStore {
     pub slot_ctx: usize,
     pub k_dim: usize,
     pub v_dim: usize,
+    pub k_type: KvType,
+    pub v_type: KvType,
+    /// 2-byte units of a K row and a V row.
+    pub k_units: usize,
+    pub v_units: usize,
+    /// Attention over this cache runs as flash attention (`cpu/attention_fa.rs`).
+    pub flash_attn: bool,
     pub layers: Vec<LayerKv>,
     /// The device's rows of the offloaded layers (authoritative for those layers; the
     /// host rows are a mirror refreshed by `to_host` around host-side operations).
@@ -39,8 +48,24 @@ pub struct KvStore {
 impl KvStore {
     /// `caps[l]` rows per slot for layer l (each <= slot_ctx).
     pub fn new(n_slots: usize, slot_ctx: usize, caps: &[usize], k_dim: usize, v_dim: usize) -> Result<KvStore> {
+        Self::with_types(n_slots, slot_ctx, caps, k_dim, v_dim, KvType::F16, KvType::F16)
+    }
+
+    /// A cache whose K and V rows are of `k_type` / `v_type` (each row's values a whole
+    /// number of the type's blocks).
+    pub fn with_types(n_slots: usize, slot_ctx: usize, caps: &[usize], k_dim: usize, v_dim: usize, k_type: KvType, v_type: KvType) -> Result<KvStore> {
+        for (ty, dim, what) in [(k_type, k_dim, "K"), (v_type, v_dim, "V")] {
+            if dim % ty.block() != 0 {
+                return Err(Error::InvalidRequest(format!(
+                    "cache type {}: {what} rows of {dim} values are not a whole number of its {}-value blocks",
+                    ty.name(),
+                    ty.block()
+                )));
+            }
+        }
+        let (k_units, v_units) = (k_type.units(k_dim), v_type.units(v_dim));
         let rows: u128 = caps.iter().map(|&c| c as u128).sum::<u128>() * n_slots as u128;
-        let bytes = rows * ((k_dim + v_dim) as u128) * 2;
+        let bytes = rows * ((k_units + v_units) as u128) * 2;
         let too_big = || {
             Error::InvalidRequest(format!(
                 "a context of {} tokens x {n_slots} slot(s) needs a {:.2} GiB KV cache but {} is available; lower n_ctx or n_parallel",
@@ -61,9 +86,12 @@ impl KvStore {
         let mut layers = Vec::with_capacity(caps.len());
         for &cap in caps {
             let cap = cap.clamp(1, slot_ctx.max(1));
-            layers.push(LayerKv { k: alloc(n_slots * cap * k_dim)?, v: alloc(n_slots * cap * v_dim)?, cap });
+            layers.push(LayerKv { k: alloc(n_slots * cap * k_units)?, v: alloc(n_slots * cap * v_units)?, cap });
         }
-        Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, layers, dev: None })
+        // a quantized or f32/bf16 V has no non-fused path here (llama.cpp needs flash
+        // attention for a quantized V)
+        let flash_attn = v_type != KvType::F16;
+        Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, k_type, v_type, k_units, v_units, flash_attn, layers, dev: None })
     }
 
     /// Bring the host rows of device-held layers up to date (before reading or editing
@@ -104,22 +132,18 @@ impl KvStore {
 
     /// Store K and V rows ([n, k_dim], [n, v_dim]) of `n` consecutive positions of `slot`.
     pub fn store(&mut self, il: usize, slot: usize, pos0: usize, k: &[f32], v: &[f32], n: usize) {
-        let (kd, vd) = (self.k_dim, self.v_dim);
+        let (kd, vd, ku, vu) = (self.k_dim, self.v_dim, self.k_units, self.v_units);
         for t in 0..n {
             let r = self.row(il, slot, pos0 + t);
             let l = &mut self.layers[il];
-            for (d, &x) in l.k[r * kd..(r + 1) * kd].iter_mut().zip(&k[t * kd..(t + 1) * kd]) {
-                *d = f32_to_f16(x);
-            }
-            for (d, &x) in l.v[r * vd..(r + 1) * vd].iter_mut().zip(&v[t * vd..(t + 1) * vd]) {
-                *d = f32_to_f16(x);
-            }
+            types::store_row(self.k_type, &k[t * kd..(t + 1) * kd], &mut l.k[r * ku..(r + 1) * ku]);
+            types::store_row(self.v_type, &v[t * vd..(t + 1) * vd], &mut l.v[r * vu..(r + 1) * vu]);
         }
     }
 
     /// Copy the rows of positions [from, to) of `src_slot` to the same positions in `dst_slot`.
     pub fn copy_slot(&mut self, src_slot: usize, dst_slot: usize, from: usize, to: usize) {
-        let (kd, vd) = (self.k_dim, self.v_dim);
+        let (kd, vd) = (self.k_units, self.v_units);
         for il in 0..self.layers.len() {
             let cap = self.layers[il].cap;
             for p in from.max(to.saturating_sub(cap))..to {

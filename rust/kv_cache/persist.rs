@@ -1,22 +1,25 @@
 //! A slot's tokens and KV rows as bytes (slot save/restore, the host-RAM prompt cache).
 //!
 //! Layout (little endian): b"LLMRSLOT", version u32, model fingerprint u64, n_layer u32,
-//! k_dim u32, v_dim u32, n_tokens u32, tokens [u32; n_tokens], then per layer:
-//! first position u32, row count u32, K rows [u16; count*k_dim], V rows [u16; count*v_dim].
+//! k_dim u32, v_dim u32, n_tokens u32, tokens [u32; n_tokens], (version 2) the LoRA scales
+//! the rows were computed under: n_lora u32 (0: none), [f32; n_lora], and the K and V types
+//! (ggml type ids u32, u32), then per layer: first position u32, row count u32, K rows
+//! [u16; count*k_units], V rows [u16; count*v_units] (units: `types.rs`). Version 1 files
+//! (no LoRA section, f16 rows) restore as computed without adapters into an f16 cache.
 use super::{KvStore, SeqCells};
 use crate::error::{Error, Result};
 
 const MAGIC: &[u8; 8] = b"LLMRSLOT";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 
 fn put32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-/// Serialize what `slot` holds.
-pub fn save(kv: &KvStore, cells: &SeqCells, slot: usize, fingerprint: u64) -> Vec<u8> {
+/// Serialize what `slot` holds (computed under the LoRA scales `lora`).
+pub fn save(kv: &KvStore, cells: &SeqCells, slot: usize, fingerprint: u64, lora: Option<&[f32]>) -> Vec<u8> {
     let n = cells.n_past();
-    let mut out = Vec::with_capacity(64 + n * 4 + kv.layers.len() * n * (kv.k_dim + kv.v_dim) * 2);
+    let mut out = Vec::with_capacity(64 + n * 4 + kv.layers.len() * n * (kv.k_units + kv.v_units) * 2);
     out.extend_from_slice(MAGIC);
     put32(&mut out, VERSION);
     out.extend_from_slice(&fingerprint.to_le_bytes());
@@ -24,11 +27,16 @@ pub fn save(kv: &KvStore, cells: &SeqCells, slot: usize, fingerprint: u64) -> Ve
         put32(&mut out, v as u32);
     }
     cells.tokens.iter().for_each(|&t| put32(&mut out, t));
+    let lora = lora.unwrap_or(&[]);
+    put32(&mut out, lora.len() as u32);
+    lora.iter().for_each(|s| out.extend_from_slice(&s.to_le_bytes()));
+    put32(&mut out, kv.k_type.ggml().id());
+    put32(&mut out, kv.v_type.ggml().id());
     for il in 0..kv.layers.len() {
         let lo = if kv.is_full(il) { 0 } else { cells.ring_lo.max(n.saturating_sub(kv.layers[il].cap)).min(n) };
         put32(&mut out, lo as u32);
         put32(&mut out, (n - lo) as u32);
-        for (rows, dim) in [(&kv.layers[il].k, kv.k_dim), (&kv.layers[il].v, kv.v_dim)] {
+        for (rows, dim) in [(&kv.layers[il].k, kv.k_units), (&kv.layers[il].v, kv.v_units)] {
             for p in lo..n {
                 let r = kv.row(il, slot, p);
                 rows[r * dim..(r + 1) * dim].iter().for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
@@ -60,15 +68,18 @@ impl Reader<'_> {
 }
 
 /// Load bytes made by `save` into `slot`, replacing what it held. `what` names the
-/// source in errors (a file name). Nothing is changed when the bytes are refused.
-pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint: u64, bytes: &[u8], what: &str, n_vocab: usize) -> Result<()> {
+/// source in errors (a file name); `n_lora`: the adapters loaded (a file saved under a
+/// different set is refused). Returns the LoRA scales the rows were computed under. Nothing
+/// is changed when the bytes are refused.
+#[allow(clippy::too_many_arguments)]
+pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint: u64, bytes: &[u8], what: &str, n_vocab: usize, n_lora: usize) -> Result<Option<Vec<f32>>> {
     let bad = |m: String| Error::InvalidRequest(format!("{what}: {m}"));
     let mut r = Reader { b: bytes, at: 0, what };
     if r.take(8)? != MAGIC {
         return Err(bad("not a llamars slot file (bad magic)".into()));
     }
     let version = r.u32()?;
-    if version != VERSION {
+    if version != VERSION && version != 1 {
         return Err(bad(format!("slot file version {version} is not supported (expected {VERSION})")));
     }
     let fp = u64::from_le_bytes(r.take(8)?.try_into().map_err(|_| bad("truncated".into()))?);
@@ -87,6 +98,27 @@ pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint:
     if let Some(t) = tokens.iter().find(|&&t| t as usize >= n_vocab) {
         return Err(bad(format!("invalid tokens: id {t} is outside the vocabulary (n_vocab = {n_vocab})")));
     }
+    let nl_lora = if version >= 2 { r.u32()? as usize } else { 0 };
+    if nl_lora != 0 && nl_lora != n_lora {
+        return Err(bad(format!("the slot was computed under {nl_lora} LoRA adapters, but {n_lora} are loaded; restore it where the same adapters are loaded")));
+    }
+    let raw = r.take(nl_lora * 4)?;
+    let lora: Vec<f32> = raw.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let f16 = super::KvType::F16.ggml().id();
+    let (kt, vt) = if version >= 2 { (r.u32()?, r.u32()?) } else { (f16, f16) };
+    if kt != kv.k_type.ggml().id() || vt != kv.v_type.ggml().id() {
+        let name = |id: u32| crate::quant::GgmlType::from_id(id).map_or(format!("type {id}"), |t| t.name().to_ascii_lowercase());
+        return Err(bad(format!(
+            "the slot was saved from a {}/{} KV cache but this one is {}/{}; restore it with -ctk {} -ctv {}",
+            name(kt),
+            name(vt),
+            kv.k_type.name(),
+            kv.v_type.name(),
+            name(kt),
+            name(vt)
+        )));
+    }
+    let (kd, vd) = (kv.k_units, kv.v_units);
     // Validate every layer header and length before writing anything.
     let start = r.at;
     let mut spans = Vec::with_capacity(nl);
@@ -125,7 +157,7 @@ pub fn restore(kv: &mut KvStore, cells: &mut SeqCells, slot: usize, fingerprint:
     }
     cells.tokens = tokens;
     cells.ring_lo = ring_lo;
-    Ok(())
+    Ok((!lora.is_empty()).then_some(lora))
 }
 
 #[cfg(test)]
@@ -142,9 +174,9 @@ mod tests {
             kv.store(il, 0, 0, &k, &v, 10);
         }
         cells.push(&(100..110).collect::<Vec<u32>>());
-        let bytes = save(&kv, &cells, 0, 42);
+        let bytes = save(&kv, &cells, 0, 42, None);
         let mut c2 = SeqCells::new(Some((6, 3)));
-        restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 1000).unwrap();
+        assert_eq!(restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 1000, 0).unwrap(), None);
         assert_eq!(c2.tokens, cells.tokens);
         assert_eq!(c2.ring_lo, 4);
         for p in 0..10 {
@@ -155,12 +187,16 @@ mod tests {
             let (a, b) = (kv.row(1, 0, p), kv.row(1, 1, p));
             assert_eq!(kv.layers[1].v[a * 2..a * 2 + 2], kv.layers[1].v[b * 2..b * 2 + 2]);
         }
-        assert!(restore(&mut kv, &mut c2, 1, 43, &bytes, "t", 1000).unwrap_err().to_string().contains("different model"));
-        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes[..bytes.len() - 3], "t", 1000).unwrap_err().to_string().contains("truncated"));
-        assert!(restore(&mut kv, &mut c2, 1, 42, b"garbage!garbage!", "t", 1000).unwrap_err().to_string().contains("magic"));
+        assert!(restore(&mut kv, &mut c2, 1, 43, &bytes, "t", 1000, 0).unwrap_err().to_string().contains("different model"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes[..bytes.len() - 3], "t", 1000, 0).unwrap_err().to_string().contains("truncated"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, b"garbage!garbage!", "t", 1000, 0).unwrap_err().to_string().contains("magic"));
         // token ids beyond the vocabulary are refused before anything is written
         let before = c2.tokens.clone();
-        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 105).unwrap_err().to_string().contains("invalid tokens: id 105"));
+        assert!(restore(&mut kv, &mut c2, 1, 42, &bytes, "t", 105, 0).unwrap_err().to_string().contains("invalid tokens: id 105"));
         assert_eq!(c2.tokens, before);
+        // the LoRA scales travel with the rows; a file of another adapter set is refused
+        let with = save(&kv, &cells, 0, 42, Some(&[0.5, 0.0]));
+        assert_eq!(restore(&mut kv, &mut c2, 1, 42, &with, "t", 1000, 2).unwrap(), Some(vec![0.5, 0.0]));
+        assert!(restore(&mut kv, &mut c2, 1, 42, &with, "t", 1000, 1).unwrap_err().to_string().contains("2 LoRA adapters, but 1 are loaded"));
     }
 }

@@ -3,15 +3,22 @@
 //! [rows, cols] row-major, one row per token.
 use super::plan::{Buf, Step, N_BUFS};
 use super::{Activation, Head, Model, Norm};
-use crate::cpu::attention::{attention, attention_bidirectional, AttnShape, QueryPos};
+use crate::cpu::attention::{attention, attention_bidirectional, AttnShape, KvRows, QueryPos};
+use crate::cpu::attention_fa::flash_attention;
 use crate::cpu::ops::{add_inplace, geglu, gelu, layer_norm, rms_norm, rope_apply, rope_cache, silu, swiglu_ggml};
 use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
+use crate::kv_cache::types::{hadamard, rotation};
 use crate::kv_cache::KvStore;
 use super::moe::{moe_forward, MoeScratch};
 use super::orders::{token_order, Masks};
 use super::probe::tap as probe;
+use super::lora::{add_delta, add_embd_delta, LoraScratch};
+use std::sync::Arc;
+
+/// A run of a batch's tokens under one LoRA scale list: (first token, count, scales).
+type LoraRun = (usize, usize, Arc<[f32]>);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogitRows {
@@ -55,6 +62,10 @@ pub struct State {
     moe: MoeScratch,
     /// Device activations when layers are offloaded.
     gpu: Option<crate::gpu::Acts>,
+    /// Per slot, the LoRA scales its sequence runs under (one per loaded adapter; None or
+    /// missing: none), set by the caller before a pass.
+    pub lora: Vec<Option<Arc<[f32]>>>,
+    lora_s: LoraScratch,
 }
 
 impl State {
@@ -183,23 +194,42 @@ impl Model {
             group += 1;
         }
 
+        // the spans that run under adapters: their tokens and scales
+        let mut runs: Vec<LoraRun> = Vec::new();
+        if !self.adapters.is_empty() {
+            let mut t0 = 0;
+            for sp in spans {
+                if let Some(Some(sc)) = st.lora.get(sp.slot) {
+                    if sc.iter().any(|&x| x != 0.0) {
+                        runs.push((t0, sp.n, sc.clone()));
+                    }
+                }
+                t0 += sp.n;
+            }
+        }
         let dev_embed = self.gpu.as_ref().is_some_and(|g| g.embeds_on_device());
         let first_gpu = self.gpu.as_ref().map(|g| g.first_layer()).unwrap_or(c.n_layer);
         // [n, n_embd] token embeddings
         if !dev_embed {
-            let x = st.buf(Buf::X);
+            let x = &mut st.bufs[Buf::X as usize];
             for (t, &tok) in tokens.iter().enumerate() {
-                let row = &mut x[t * e..(t + 1) * e];
-                self.tok_embd.dequantize_row(tok as usize, row);
-                if c.embd_scale != 1.0 {
-                    row.iter_mut().for_each(|v| *v *= c.embd_scale);
-                }
+                self.tok_embd.dequantize_row(tok as usize, &mut x[t * e..(t + 1) * e]);
+            }
+            for (t0, k, sc) in &runs {
+                add_embd_delta(pool, &self.adapters, sc, &tokens[*t0..t0 + k], &mut x[t0 * e..(t0 + k) * e], &mut st.lora_s);
+            }
+            if c.embd_scale != 1.0 {
+                x[..n * e].iter_mut().for_each(|v| *v *= c.embd_scale);
             }
             self.input_extras(st, n)?;
             probe("inp_scaled", None, &mut st.buf(Buf::X)[..n * e]);
         }
         for il in 0..first_gpu.min(self.layers.len()) {
-            self.layer(pool, st, kv, il, n, spans)?;
+            self.layer(pool, st, kv, il, n, spans, &runs)?;
+            if let Some(d) = self.cvec.as_ref().and_then(|cv| cv.layer(il)) {
+                // ggml_add(cur, layer_dir) on every token's row
+                st.buf(Buf::X)[..n * e].chunks_exact_mut(e).for_each(|r| add_inplace(r, d));
+            }
         }
         if let Some(g) = &self.gpu {
             // the rest of the layers and the output layer on the device
@@ -244,6 +274,20 @@ impl Model {
         let (_, output) = self.lm_head()?;
         st.logits.resize(nr * c.n_vocab, 0.0);
         matmul_masked(pool, output, &st.bufs[Buf::X as usize][..nr * e], nr, &mut st.logits, &mut st.scratch, st.masks.outputs(output.ty));
+        if !runs.is_empty() {
+            // the selected rows, grouped by the run (sequence) they come from
+            let run_of = |t: usize| runs.iter().position(|(t0, k, _)| (*t0..t0 + k).contains(&t));
+            let mut i = 0;
+            while i < nr {
+                let r = run_of(st.sel[i]);
+                let j = (i..nr).find(|&j| run_of(st.sel[j]) != r).unwrap_or(nr);
+                if let Some(r) = r {
+                    let (x, y) = (&st.bufs[Buf::X as usize][i * e..j * e], &mut st.logits[i * c.n_vocab..j * c.n_vocab]);
+                    add_delta(pool, &self.adapters, &runs[r].2, output, 0, output.n_out, x, y, j - i, &mut st.lora_s);
+                }
+                i = j;
+            }
+        }
         c.finish_logits(&mut st.logits[..nr * c.n_vocab]);
         probe("result_output", None, &mut st.logits[..nr * c.n_vocab]);
         Ok(&st.logits[..nr * c.n_vocab])
@@ -314,7 +358,8 @@ impl Model {
     }
 
     /// Layer `il`'s steps on the CPU.
-    fn layer(&self, pool: &ThreadPool, st: &mut State, kv: &mut KvStore, il: usize, n: usize, spans: &[Span]) -> Result<()> {
+    #[allow(clippy::too_many_arguments)]
+    fn layer(&self, pool: &ThreadPool, st: &mut State, kv: &mut KvStore, il: usize, n: usize, spans: &[Span], runs: &[LoraRun]) -> Result<()> {
         let c = &self.config;
         let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
         let (qd, kd, vdim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
@@ -343,10 +388,14 @@ impl Model {
                         Activation::Silu => pool.rows_mut(v, width, |r| r.iter_mut().for_each(|x| *x = silu(*x))),
                     }
                 }
-                Step::MatMul { w, lo, hi, src, dst, .. } => {
-                    let w = if lo == 0 && hi == w.n_out { *w } else { w.rows(lo, hi) };
+                Step::MatMul { w: full, lo, hi, src, dst, .. } => {
+                    let w = if lo == 0 && hi == full.n_out { *full } else { full.rows(lo, hi) };
                     let (x, y) = two(&mut st.bufs, src, dst);
                     matmul_masked(pool, &w, &x[..n * w.n_in], n, &mut y[..n * w.n_out], &mut st.scratch, st.masks.tokens(w.ty));
+                    for (t0, k, sc) in runs {
+                        let (xs, ys) = (&x[t0 * w.n_in..(t0 + k) * w.n_in], &mut y[t0 * w.n_out..(t0 + k) * w.n_out]);
+                        add_delta(pool, &self.adapters, sc, full, lo, hi, xs, ys, *k, &mut st.lora_s);
+                    }
                 }
                 Step::AddBias { dst, b, .. } => {
                     let d = b.len();
@@ -395,6 +444,15 @@ impl Model {
                     b[Buf::Attn as usize] = out;
                 }
                 Step::Attention { swa, sinks } => {
+                    // llama.cpp's Walsh-Hadamard rotations around a quantized cache
+                    let (rot_k, rot_v) = (rotation(kv.k_type, hd, true), rotation(kv.v_type, vd, false));
+                    if let Some(r) = rot_k {
+                        hadamard(&mut st.bufs[Buf::Q as usize][..n * qd], r);
+                        hadamard(&mut st.bufs[Buf::K as usize][..n * kd], r);
+                    }
+                    if let Some(r) = rot_v {
+                        hadamard(&mut st.bufs[Buf::V as usize][..n * vdim], r);
+                    }
                     let mut t0 = 0;
                     for sp in spans {
                         kv.store(il, sp.slot, sp.pos0, &st.bufs[Buf::K as usize][t0 * kd..], &st.bufs[Buf::V as usize][t0 * vdim..], sp.n);
@@ -411,9 +469,16 @@ impl Model {
                         sinks,
                     };
                     let lkv = &kv.layers[il];
-                    let ring = !kv.is_full(il);
+                    let rows = KvRows { k: &lkv.k, v: &lkv.v, k_type: kv.k_type, v_type: kv.v_type, k_units: kv.k_units, v_units: kv.v_units, cap: lkv.cap, ring: !kv.is_full(il) };
                     let (q, out) = two(&mut st.bufs, Buf::Q, Buf::Attn);
-                    attention(pool, &shape, &q[..n * qd], &lkv.k, &lkv.v, lkv.cap, ring, &st.queries, out);
+                    if kv.flash_attn {
+                        flash_attention(pool, &shape, &q[..n * qd], &rows, &st.queries, out);
+                    } else {
+                        attention(pool, &shape, &q[..n * qd], &rows, &st.queries, out);
+                    }
+                    if let Some(r) = rot_v {
+                        hadamard(&mut out[..n * c.n_head * vd], r);
+                    }
                 }
                 Step::Residual { src } => {
                     let (o, x) = two(&mut st.bufs, src, Buf::X);

@@ -3,7 +3,7 @@
 use super::Model;
 use crate::cpu::ops::{rope_apply, rope_cache};
 use crate::kv_cache::{KvStore, SeqCells};
-use crate::quant::f16::{f16_to_f32, f32_to_f16};
+use crate::kv_cache::types::{hadamard, load_row, rotation, store_row};
 
 impl Model {
     /// Rows per slot for each layer: every position for full attention; for sliding-window
@@ -47,10 +47,11 @@ impl Model {
             return;
         }
         let new_len = n_past - n_discard;
-        let (kd, vd, hd) = (kv.k_dim, kv.v_dim, c.head_dim);
+        let (kd, vd, hd) = (kv.k_units, kv.v_units, c.head_dim);
+        let kt = kv.k_type;
         let half = c.n_rot / 2;
         let (mut cos, mut sin) = (vec![0f32; half], vec![0f32; half]);
-        let mut kf = vec![0f32; kd];
+        let mut kf = vec![0f32; kv.k_dim];
         let mut new_ring_lo = 0;
         for il in 0..kv.layers.len() {
             let cap = kv.layers[il].cap;
@@ -80,15 +81,21 @@ impl Model {
             }
             for (x, mut k, v) in moved {
                 if rotate {
-                    for (f, &h) in kf.iter_mut().zip(&k) {
-                        *f = f16_to_f32(h);
+                    // a quantized K is rotated as f32 and stored again (llama.cpp's
+                    // build_k_shift: cast to f32, rope, copy back)
+                    load_row(kt, &k, &mut kf);
+                    // stored rotated (llama.cpp's attn_rot_k): back, RoPE, forward again
+                    let rot = rotation(kt, hd, true);
+                    if let Some(r) = rot {
+                        hadamard(&mut kf, r);
                     }
                     for head in kf.chunks_exact_mut(hd) {
                         rope_apply(head, c.n_rot, c.rope_neox, &cos, &sin);
                     }
-                    for (h, &f) in k.iter_mut().zip(&kf) {
-                        *h = f32_to_f16(f);
+                    if let Some(r) = rot {
+                        hadamard(&mut kf, r);
                     }
+                    store_row(kt, &kf, &mut k);
                 }
                 let r = kv.row(il, slot, x);
                 let l = &mut kv.layers[il];

@@ -3,9 +3,11 @@
 //! forward pass and by the GPU offload alike), KV cache in f16.
 mod arch;
 pub mod config;
+pub mod cvec;
 pub mod footprint;
 mod forward;
 mod kv;
+pub mod lora;
 mod moe;
 pub mod orders;
 pub mod plan;
@@ -175,6 +177,10 @@ pub struct Model {
     pub layers: Vec<Layer>,
     /// The layers (and output layer) held by a GPU, when offloaded (`gpu::attach`).
     pub gpu: Option<crate::gpu::Offload>,
+    /// LoRA adapters loaded beside the model (applied per sequence at its scales).
+    pub adapters: Vec<lora::Adapter>,
+    /// Control vectors (summed), added at the end of their layers for every sequence.
+    pub cvec: Option<cvec::ControlVector>,
 }
 
 impl Model {
@@ -327,7 +333,7 @@ impl Model {
                 topology: if c.arch == Arch::Cohere2 { Topology::Parallel } else { Topology::Sequential },
             });
         }
-        Ok(Model { gguf, config, tok_embd, inputs, head, rope_freqs, layers, gpu: None })
+        Ok(Model { gguf, config, tok_embd, inputs, head, rope_freqs, layers, gpu: None, adapters: Vec::new(), cvec: None })
     }
 
     /// An encoder's classification head (rerankers); other models have none.

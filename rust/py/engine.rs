@@ -24,7 +24,9 @@ impl PyEngine {
     #[new]
     #[pyo3(signature = (path, n_ctx=4096, n_threads=None, n_batch=512, n_ubatch=512, n_parallel=1, slot_prompt_similarity=0.1,
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
-        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None, draft_n_ctx=0))]
+        spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None, draft_n_ctx=0,
+        lora=None, lora_init_without_apply=false, control_vectors=None, control_vector_layer_range=(-1, -1),
+        cache_type_k="f16", cache_type_v="f16", flash_attn="auto"))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -49,7 +51,20 @@ impl PyEngine {
         lookup_cache_dynamic: Option<PathBuf>,
         draft_model: Option<PathBuf>,
         draft_n_ctx: usize,
+        lora: Option<Vec<(PathBuf, f32)>>,
+        lora_init_without_apply: bool,
+        control_vectors: Option<Vec<(PathBuf, f32)>>,
+        control_vector_layer_range: (i64, i64),
+        cache_type_k: &str,
+        cache_type_v: &str,
+        flash_attn: &str,
     ) -> PyResult<Self> {
+        use crate::kv_cache::types::{FlashAttn, KvConfig, KvType};
+        let kv = KvConfig {
+            k_type: KvType::parse(cache_type_k, "cache_type_k").map_err(to_py)?,
+            v_type: KvType::parse(cache_type_v, "cache_type_v").map_err(to_py)?,
+            flash_attn: FlashAttn::parse(flash_attn).map_err(to_py)?,
+        };
         let mut spec = SpecConfig::default();
         // a draft model with no type named: draft-simple
         let default_type = if draft_model.is_some() { "draft-simple" } else { "none" };
@@ -60,7 +75,13 @@ impl PyEngine {
         spec.lookup_static = lookup_cache_static;
         spec.lookup_dynamic = lookup_cache_dynamic;
         let gpu = crate::gpu::GpuConfig { n_gpu_layers, device, main_gpu, ..Default::default() };
-        let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu };
+        let adapters = crate::engine::AdapterConfig {
+            lora: lora.unwrap_or_default(),
+            init_without_apply: lora_init_without_apply,
+            control_vectors: control_vectors.unwrap_or_default(),
+            cvec_range: control_vector_layer_range,
+        };
+        let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu, adapters, kv };
         let sc = SchedConfig {
             n_parallel,
             n_ubatch: n_ubatch.min(n_batch),
@@ -80,7 +101,7 @@ impl PyEngine {
                 if let Some(dp) = &draft_model {
                     // the draft computes on the target's thread pool (the two never run at once)
                     let n_ctx = if draft_n_ctx > 0 { draft_n_ctx } else { e.config.n_ctx };
-                    let dcfg = EngineConfig { n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, gpu: Default::default() };
+                    let dcfg = EngineConfig { n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, ..Default::default() };
                     let d = Engine::load(dp, dcfg)?;
                     check_compatible(&e, &d).map_err(|why| {
                         crate::Error::InvalidRequest(format!("draft model {} cannot draft for {}: {why}", dp.display(), path.display()))
@@ -134,10 +155,12 @@ impl PyEngine {
         Ok(PyBytes::new(py, &self.inner.tokenizer.token_to_piece(ids[0], special)))
     }
 
-    /// Logits for every position as float32 bytes: (bytes, n_rows, n_vocab).
-    fn logits<'py>(&self, py: Python<'py>, ids: Vec<i64>) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
+    /// Logits for every position as float32 bytes: (bytes, n_rows, n_vocab); `lora`: the
+    /// adapters' scales as (id, scale) pairs (the others 0), None: the global scales.
+    #[pyo3(signature = (ids, lora=None))]
+    fn logits<'py>(&self, py: Python<'py>, ids: Vec<i64>, lora: Option<Vec<(usize, f32)>>) -> PyResult<(Bound<'py, PyBytes>, usize, usize)> {
         let ids = self.check_ids(&ids, "ids")?;
-        let out = py.detach(|| self.inner.logits(&ids)).map_err(to_py)?;
+        let out = py.detach(|| self.inner.logits_lora(&ids, lora.as_deref())).map_err(to_py)?;
         let nv = self.inner.model.config.n_vocab;
         // SAFETY: f32 has no padding or invalid bit patterns; viewing it as bytes is sound.
         let bytes = unsafe { std::slice::from_raw_parts(out.as_ptr() as *const u8, out.len() * 4) };
@@ -209,7 +232,7 @@ impl PyEngine {
         let prompt = self.check_ids(&prompt, "prompt")?;
         let tok = &self.inner.tokenizer;
         let tokenize = |s: &str| tok.encode(s, false, false);
-        let cx = Ctx { n_vocab: self.inner.model.config.n_vocab, tokenize: &tokenize };
+        let cx = Ctx { n_vocab: self.inner.model.config.n_vocab, n_lora: self.inner.model.adapters.len(), tokenize: &tokenize };
         PyGenerationRequest::build(prompt, fields.as_ref(), names.as_ref(), &cx)
     }
 
@@ -363,6 +386,28 @@ impl PyEngine {
     }
 
     /// Stop the engine loop (pending requests end with CancelledError).
+    /// The LoRA adapters: [{id, path, scale, task_name, prompt_prefix}] (llama-server's
+    /// `/lora-adapters`), scale being the global one.
+    fn lora_adapters<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for a in self.inner.lora_adapters() {
+            let d = PyDict::new(py);
+            d.set_item("id", a.id)?;
+            d.set_item("path", a.path)?;
+            d.set_item("scale", a.scale)?;
+            d.set_item("task_name", a.task_name)?;
+            d.set_item("prompt_prefix", a.prompt_prefix)?;
+            d.set_item("n_tensors", a.n_tensors)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// Set the adapters' global scales: the listed (id, scale) pairs, the others 0.
+    fn set_lora_scales(&self, scales: Vec<(usize, f32)>) -> PyResult<()> {
+        self.inner.set_lora_scales(&scales).map_err(to_py)
+    }
+
     fn shutdown(&self, py: Python<'_>) {
         let s = self.sched.clone();
         py.detach(move || s.shutdown());
@@ -386,6 +431,15 @@ impl PyEngine {
         d.set_item("n_head", c.n_head)?;
         d.set_item("n_head_kv", c.n_head_kv)?;
         d.set_item("n_params", e.model.n_params())?;
+        d.set_item("n_lora", e.model.adapters.len())?;
+        let kv = &e.config.kv;
+        d.set_item("cache_type_k", kv.k_type.name())?;
+        d.set_item("cache_type_v", kv.v_type.name())?;
+        d.set_item("flash_attn", kv.resolve().unwrap_or(false))?;
+        let units = kv.k_type.units(c.n_head_kv * c.head_dim) + kv.v_type.units(c.n_head_kv * c.v_head_dim);
+        // K and V bytes of one position in every layer (a sliding-window layer's ring holds fewer)
+        d.set_item("kv_bytes_per_token", units * 2 * c.n_layer)?;
+        d.set_item("control_vector_layers", e.model.cvec.as_ref().map_or(0, |c| c.n_layers()))?;
         let f = crate::model::footprint::footprint(g, c);
         d.set_item("n_params_active", f.n_params_active)?;
         d.set_item("bytes_per_token", f.bytes_per_token)?;

@@ -61,6 +61,7 @@ mod float_tile;
 pub mod blocks;
 pub mod dispatch;
 pub mod f16;
+pub mod quantize_ref;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub mod scalar;

@@ -532,3 +532,32 @@ pub fn dot_via_dequant(wt: GgmlType, n: usize, w: &[u8], a: &[u8]) -> f32 {
 fn _f16_used(h: u16) -> f32 {
     f16_to_f32(h)
 }
+
+/// `ggml_vec_dot_bf16` in the order of its AVX-512F path (the x86 build without AVX512-BF16):
+/// two 16-lane accumulators over 32 values at a time (`c += x·y`, fused), each reduced as
+/// `_mm512_reduce_add_ps` (halves added down to one lane) into an f64 sum, the tail in f64.
+pub fn dot_bf16_ggml(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    let r = |b: &[u8], i: usize| bf16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+    let (mut c1, mut c2) = ([0f32; 16], [0f32; 16]);
+    let mut i = 0;
+    while i + 32 <= n {
+        for l in 0..16 {
+            c1[l] = r(w, i + l).mul_add(r(a, i + l), c1[l]);
+            c2[l] = r(w, i + 16 + l).mul_add(r(a, i + 16 + l), c2[l]);
+        }
+        i += 32;
+    }
+    let reduce = |c: &[f32; 16]| {
+        let t1: [f32; 8] = std::array::from_fn(|k| c[8 + k] + c[k]);
+        let t2: [f32; 4] = std::array::from_fn(|k| t1[4 + k] + t1[k]);
+        let t3 = [t2[2] + t2[0], t2[3] + t2[1]];
+        t3[1] + t3[0]
+    };
+    let mut sum = reduce(&c1) as f64;
+    sum += reduce(&c2) as f64;
+    for j in i..n {
+        sum += (r(w, j) * r(a, j)) as f64;
+    }
+    sum as f32
+}

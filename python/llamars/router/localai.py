@@ -7,6 +7,7 @@ known by its `name`, and becomes the command line of its child server:
 | `parameters.temperature`, `top_p`, `top_k`, `min_p`, `max_tokens`, `seed`, `repeat_penalty`, `repeat_last_n`, `presence_penalty`, `frequency_penalty`, `typical_p`, `mirostat`, `mirostat_eta`, `mirostat_tau`, `n_keep`, `ignore_eos` | the sampling defaults (`--temp`, … `-n`) |
 | `context_size`, `threads`, `gpu_layers`, `batch`, `main_gpu`, `mmap`, `embeddings`, `rope_freq_base`, `rope_freq_scale`, `flash_attention`, `cache_type_k` / `_v` | `-c`, `-t`, `-ngl`, `-b`, `-mg`, `--load-mode`, `--embeddings`, … |
 | `stopwords`                               | `-r` (each a default stop string)                 |
+| `lora_adapter` + `lora_scale`, `lora_adapters` + `lora_scales` (relative to the dir) | `--lora-scaled FILE:SCALE` (scale 1 when not given) |
 | `template.chat`, `chat_message`, `completion`, `edit` | LocalAI's Go templates (chat/localai_template.py) |
 | `template.use_tokenizer_template`         | the GGUF's own chat template (the default)        |
 | `options: ["key:value", …]`               | LocalAI's llama.cpp backend options (`parallel`, `cache_ram`, `context_shift`, `slot_prompt_similarity`, `swa_full`, `cache_reuse`, `n_ctx_checkpoints`, …) |
@@ -48,6 +49,7 @@ _OPTIONS = {"use_jinja": "jinja", "jinja": "jinja", "context_shift": "context-sh
             "checkpoint_every_nt": "checkpoint-min-step", "checkpoint_every_n_tokens": "checkpoint-min-step",
             "split_mode": "split-mode", "sm": "split-mode"}
 # keys that describe the model to people or to LocalAI's gallery, not to the server
+_LORA = ("lora_adapter", "lora_adapters", "lora_scale", "lora_scales", "lora_base")
 _DESCRIPTIVE = {"name", "backend", "parameters", "description", "usage", "known_usecases", "license", "urls", "icon",
                 "tags", "download_files", "options", "template", "stopwords", "f16", "mmap", "roles", "system_prompt"}
 
@@ -114,8 +116,12 @@ def load_yaml(path: str, models_dir: str) -> Tuple[Optional[Entry], List[str]]:
         elif k == "f16":
             if v is False:
                 notes.append(f"{where}: f16: false has no effect (the KV cache is f16)")
-        elif k not in _DESCRIPTIVE:
+        elif k == "lora_base":
+            notes.append(f"{where}: lora_base is not used (adapters apply to the model as loaded, as llama.cpp)")
+        elif k not in _DESCRIPTIVE and k not in _LORA:
             notes.append(f"{where}: {k} is not used by llamars")
+    for f, scale in _adapters(doc, path):
+        _flag(entry, "lora-scaled", f"{f if os.path.isabs(f) else os.path.join(models_dir, f)}:{scale}", where)
     stops = doc.get("stopwords") or []
     if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
         raise CatalogError(f"{path}: stopwords must be a list of strings")
@@ -148,6 +154,20 @@ def load_yaml(path: str, models_dir: str) -> Tuple[Optional[Entry], List[str]]:
             continue
         _flag(entry, flag, value.strip() if value else "true", where)
     return entry, notes
+
+
+def _adapters(doc: dict, path: str) -> List[Tuple[str, float]]:
+    """LocalAI's LoRA keys as (file, scale) pairs: `lora_adapter` with `lora_scale`, then
+    `lora_adapters` with `lora_scales` by position (a scale not given, or 0, is 1)."""
+    files = ([doc["lora_adapter"]] if doc.get("lora_adapter") else []) + list(doc.get("lora_adapters") or [])
+    scales = ([doc.get("lora_scale")] if doc.get("lora_adapter") else []) + list(doc.get("lora_scales") or [])
+    out = []
+    for i, f in enumerate(files):
+        s = scales[i] if i < len(scales) else None
+        if not isinstance(f, str) or not f or (s is not None and (isinstance(s, bool) or not isinstance(s, (int, float)))):
+            raise CatalogError(f"{path}: lora_adapter(s) must be file names and lora_scale(s) numbers")
+        out.append((f, float(s) if s else 1.0))
+    return out
 
 
 def prompts(path: str):

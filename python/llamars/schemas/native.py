@@ -29,6 +29,7 @@ _TYPES: Dict[str, Any] = {
     "bias": Union[Dict[str, Any], List[Any]],
     "schema": Dict[str, Any],
     "samplers": Union[List[str], str],
+    "lora": List[Any],
 }
 
 #: Sampling fields shared by every generation route (llama.cpp names), one per field of the

@@ -103,6 +103,7 @@ def settings(s: dict, model: str, n_ctx: int, extra: Optional[dict] = None) -> d
         "cache_prompt": s["cache_prompt"],
         "id_slot": s["id_slot"],
         "samplers": s["samplers"],
+        "lora": s.get("lora") or [],
         **{k: s[k] for k in ("speculative.n_max", "speculative.n_min", "speculative.p_min")},
         "grammar": s["grammar"],
         "json_schema": s["json_schema"] if s["json_schema"] is not None else "",

@@ -126,6 +126,8 @@ def metrics(svc: NamedDependency[Service]) -> Response:
          m["n_busy_slots_total"] / m["n_decode_total"] if m["n_decode_total"] else 0.0),
         ("gauge", "kv_cache_usage_ratio", "KV-cache usage. 1 means 100 percent usage.", m["kv_cache_usage_ratio"]),
         ("gauge", "kv_cache_tokens", "KV-cache tokens.", m["kv_cache_tokens"]),
+        ("gauge", "kv_cache_bytes", f"KV-cache bytes (K {svc.need().info['cache_type_k']}, V {svc.need().info['cache_type_v']}).",
+         m["kv_cache_bytes"]),
     ]
     text = "".join(f"# HELP llamacpp:{n} {h}\n# TYPE llamacpp:{n} {t}\nllamacpp:{n} {v}\n" for t, n, h, v in rows)
     return Response(text, media_type="text/plain; version=0.0.4",

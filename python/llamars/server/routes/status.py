@@ -54,6 +54,14 @@ def props(svc: NamedDependency[Service]) -> dict:
             "n_expert_used": i["n_expert_used"],
             "bytes_per_token": i["bytes_per_token"],
         },
+        # llamars: the KV cache's types (-ctk / -ctv), attention path (-fa) and size
+        "kv_cache": {
+            "type_k": i["cache_type_k"],
+            "type_v": i["cache_type_v"],
+            "flash_attn": i["flash_attn"],
+            "bytes": e.metrics()["kv_cache_bytes"],
+            "bytes_per_token": i["kv_bytes_per_token"],
+        },
         "endpoint_slots": svc.config.slots,
         "endpoint_props": svc.config.props,
         "endpoint_metrics": svc.config.metrics,
@@ -139,15 +147,31 @@ def models(svc: NamedDependency[Service]) -> dict:
 
 
 @get("/lora-adapters", sync_to_thread=False)
-def lora_list() -> list:
-    return []
+def lora_list(svc: NamedDependency[Service]) -> list:
+    """llama-server's list: id, path, scale (the global one), task_name, prompt_prefix."""
+    return [{k: a[k] for k in ("id", "path", "scale", "task_name", "prompt_prefix")} for a in svc.need().lora_adapters()]
 
 
-@post("/lora-adapters", status_code=200)
-async def lora_set(data: JSONBody[list]) -> list:
-    if data:
-        raise ApiError(400, "id: no LoRA adapters are loaded")
-    return []
+@post("/lora-adapters", status_code=200, sync_to_thread=False)
+def lora_set(svc: NamedDependency[Service], data: JSONBody[object]) -> dict:
+    """Set the global scales: [{"id", "scale"}]; adapters not listed get 0 (llama-server's
+    rule). Requests already running keep theirs."""
+    if not isinstance(data, list):
+        raise ApiError(400, "Request body must be an array")
+    e = svc.need()
+    n = len(e.lora_adapters())
+    pairs = []
+    for i, x in enumerate(data):
+        if not isinstance(x, dict):
+            raise ApiError(400, f"[{i}]: must be an object with id and scale")
+        sid, scale = x.get("id"), x.get("scale", 0.0)
+        if not isinstance(sid, int) or isinstance(sid, bool) or not 0 <= sid < n:
+            raise ApiError(400, f"[{i}].id: {sid!r} is not a loaded adapter" + (f" (ids 0..{n - 1})" if n else " (none are loaded)"))
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale != scale or abs(scale) == float("inf"):
+            raise ApiError(400, f"[{i}].scale: must be a finite number, got {scale!r}")
+        pairs.append((sid, float(scale)))
+    e.set_lora([{"id": a, "scale": b} for a, b in pairs])
+    return {"success": True}
 
 
 ROUTES = [health, props, set_props, models, lora_list, lora_set]
