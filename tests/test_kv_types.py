@@ -126,6 +126,9 @@ def test_server_flags_props_and_metrics(model_path):
         assert kv["bytes_per_token"] == 18 * 8 * (34 + 18) and kv["bytes"] == 512 * kv["bytes_per_token"]
         r = c.post("/completion", json={"prompt": "The capital of France is", "n_predict": 4, "temperature": 0})
         assert r.status_code == 200 and r.json()["content"]
+        slot = c.get("/slots").json()[0]
+        assert slot["kv_cache"] == {"type_k": "q8_0", "type_v": "q4_0", "bytes": slot["n_cached"] * kv["bytes_per_token"]}
+        assert slot["n_cached"] > 0
         m = c.get("/metrics").text
         assert "KV-cache bytes (K q8_0, V q4_0)." in m and f"llamacpp:kv_cache_bytes {kv['bytes']}" in m
     finally:

@@ -366,9 +366,9 @@ class Engine:
 
     # ---------------------------------------------------------------- slots
     def slots(self) -> list:
-        """Per-slot state: id, n_ctx, is_processing, id_task, n_cached, n_prompt_tokens, n_prompt_cached
-        (of the running prompt, the tokens reused from the cache), n_decoded, n_remain,
-        has_next_token (generating, or the last task ended before a stop: cancelled or failed)."""
+        """Per-slot state: id, n_ctx, is_processing, id_task, n_cached, kv_bytes (of its KV rows),
+        n_prompt_tokens, n_prompt_cached (of the running prompt, the tokens reused from the cache),
+        n_decoded, n_remain, has_next_token (generating, or the last ended before a stop)."""
         return self._core.slots()
 
     def metrics(self) -> dict:

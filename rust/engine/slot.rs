@@ -82,6 +82,8 @@ pub struct SlotInfo {
     pub id_task: Option<u64>,
     /// Tokens the slot's KV cache holds.
     pub n_cached: usize,
+    /// Bytes of KV rows those tokens take (of the cache's types).
+    pub kv_bytes: usize,
     pub n_prompt_tokens: usize,
     /// Of the running task's prompt, the tokens reused from the cache.
     pub n_prompt_cached: usize,

@@ -129,6 +129,7 @@ impl LoopState {
                 is_processing: s.task.is_some(),
                 id_task: s.task.as_ref().map(|t| t.req.id).or(s.id_task_last),
                 n_cached: s.cells.n_past(),
+                kv_bytes: self.kv.slot_bytes(s.cells.n_past()),
                 n_prompt_tokens: s.task.as_ref().map(|t| t.n_prompt).unwrap_or(0),
                 n_prompt_cached: s.task.as_ref().map(|t| t.tokens_cached).unwrap_or(0),
                 n_decoded: s.task.as_ref().map(|t| t.dec.tokens.len()).unwrap_or(s.n_decoded_last),

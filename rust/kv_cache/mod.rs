@@ -118,6 +118,12 @@ impl KvStore {
         self.layers.iter().map(|l| (l.k.len() + l.v.len()) * 2).sum()
     }
 
+    /// Bytes one slot's rows take when it holds `n_pos` positions (a sliding-window
+    /// layer's ring holds at most its size).
+    pub fn slot_bytes(&self, n_pos: usize) -> usize {
+        self.layers.iter().map(|l| n_pos.min(l.cap) * (self.k_units + self.v_units) * 2).sum()
+    }
+
     /// Row of (slot, pos) in layer `il`.
     #[inline]
     pub fn row(&self, il: usize, slot: usize, pos: usize) -> usize {

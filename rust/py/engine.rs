@@ -323,6 +323,7 @@ impl PyEngine {
             d.set_item("is_processing", s.is_processing)?;
             d.set_item("id_task", s.id_task)?;
             d.set_item("n_cached", s.n_cached)?;
+            d.set_item("kv_bytes", s.kv_bytes)?;
             d.set_item("n_prompt_tokens", s.n_prompt_tokens)?;
             d.set_item("n_prompt_cached", s.n_prompt_cached)?;
             d.set_item("n_decoded", s.n_decoded)?;

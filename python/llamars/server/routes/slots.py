@@ -23,6 +23,7 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
     e = svc.need()
     params = svc.default_settings()
     spec = e.info["spec_type"] != "none"
+    kv = (e.info["cache_type_k"], e.info["cache_type_v"])
     out = []
     for s in e.slots():
         if s["id_task"] is None and not s["is_processing"]:  # never used: llama-server lists only these
@@ -37,6 +38,8 @@ def slots(svc: NamedDependency[Service], fail_on_no_slot: FromQuery[int] = 0) ->
                 "speculative": spec,
                 "is_processing": s["is_processing"],
                 "n_cached": s["n_cached"],
+                # llamars: the KV cache's types (-ctk / -ctv) and the bytes the slot's rows take
+                "kv_cache": {"type_k": kv[0], "type_v": kv[1], "bytes": s["kv_bytes"]},
                 # as llama-server's: n_prompt_tokens is what the slot's cache holds (the
                 # prompt and the tokens decoded so far); an idle slot has the counters of
                 # its last task reset (has_next_token stays true when that task was
