@@ -1,16 +1,16 @@
-//! Causal self-attention over an f16 KV cache: GQA/MQA, optional sliding window.
-//! Numerics follow ggml's non-fused path (llama.cpp's default without flash attention) bit
-//! for bit: Q rounded to f16, QK^T and P·V in the lane order of the matmul llama.cpp runs
-//! (tinyBLAS for a chunk of two or more tokens, `ggml_vec_dot_f16` for one: the query's
-//! `batch_order`; `f16vec.rs`),
-//! softmax with ggml's exponential and 16-wide partial sums by key position, probabilities
-//! rounded to f16 before the V product. One task handles one token and one KV head with all the query heads that
+//! Causal self-attention over the KV cache without flash attention: GQA/MQA, optional
+//! sliding window. Numerics follow ggml's non-fused path bit for bit: Q converted to K's dot
+//! type, QK^T and P·V in the lane order of the matmul llama.cpp runs (tinyBLAS for a chunk of
+//! two or more tokens, the type's `ggml_vec_dot_*` for one: the query's `batch_order`;
+//! `f16vec.rs`), softmax with ggml's exponential and 16-wide partial sums by key position,
+//! probabilities converted to V's type (f16, bf16; f32 as they are) before the V product
+//! (ggml's `mul_mat` of the transposed V by them). One task handles one token and one KV head with all the query heads that
 //! share it, so each K/V row is read and widened once per group, not once per head.
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
-use crate::quant::f16::round_f16;
+use crate::quant::f16::{bf16_to_f32, f32_to_bf16, round_f16};
 use crate::quant::{activation, vec_dot_type};
-use crate::kv_cache::types::{as_bytes, k_dot, KvType};
+use crate::kv_cache::types::{as_bytes, k_dot, k_dot_batch, load_row, KvType};
 pub use super::attention_fa::KvRows;
 
 pub struct AttnShape<'a> {
@@ -62,7 +62,8 @@ pub struct QueryPos {
 /// layers, the ring size for sliding-window ones); query t sees its slot's keys up to
 /// queries[t].pos (from queries[t].ring_lo on when `ring`); out: [n_tokens, n_head*v_head_dim].
 /// K may be of any cache type (its scores then come from the type's dot against Q converted
-/// to the type's dot format, ggml's `mul_mat(k, q)` in its one-token order); V is f16.
+/// to the type's dot format, ggml's `mul_mat(k, q)`); V is f16, bf16 or f32 (a quantized V
+/// needs flash attention).
 pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queries: &[QueryPos], out: &mut [f32]) {
     let n_tokens = queries.len();
     let (hd, vd) = (s.head_dim, s.v_head_dim);
@@ -70,7 +71,8 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
     let (kdim, vdim) = (kv.k_units, kv.v_units);
     let kt = kv.k_type;
     let k_head = kt.ggml().row_bytes(hd);
-    let (qt, kdot) = (vec_dot_type(kt.ggml()), k_dot(kt));
+    let vt = kv.v_type;
+    let qt = vec_dot_type(kt.ggml());
     let group = s.n_head / s.n_head_kv;
     let optr = SendPtr(out.as_mut_ptr());
     pool.run(n_tokens * s.n_head_kv, |task| {
@@ -81,7 +83,12 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         let QueryPos { slot, pos, ring_lo, batch_order } = queries[t];
         // the orders of ggml's two f16 matmuls (tinyBLAS needs k % 16 == 0 and m % 4 == 0)
         let kq_order = if batch_order && hd % 16 == 0 { Order::Tiny16 } else { Order::Vec64 };
-        let kqv_order = if batch_order && vd % 4 == 0 { Order::Tiny16 } else { Order::Vec64 };
+        let kqv_order = match (batch_order && vd % 4 == 0, vt) {
+            (true, _) => Order::Tiny16,
+            (false, KvType::BF16) => Order::Bf16x32,
+            (false, _) => Order::Vec64,
+        };
+        let kdot = if kq_order == Order::Tiny16 { k_dot_batch(kt) } else { k_dot(kt) };
         let row = |j: usize| slot * cap + j % cap;
         let start = match s.window {
             Some(w) if w > 0 => (pos + 1).saturating_sub(w),
@@ -116,8 +123,14 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         for hh in 0..group {
             let sc = &mut scores[hh * n_keys..(hh + 1) * n_keys];
             softmax_ggml(sc, start, s.sinks.map(|k| k[h0 + hh]));
-            sc.iter_mut().for_each(|p| *p = round_f16(*p));
+            match vt {
+                KvType::F16 => sc.iter_mut().for_each(|p| *p = round_f16(*p)),
+                KvType::BF16 => sc.iter_mut().for_each(|p| *p = bf16_to_f32(f32_to_bf16(*p))),
+                _ => {}
+            }
         }
+        let (v_off, v_len) = (vt.units(g * vd), vt.units(vd));
+        let mut vf = vec![0f32; if vt == KvType::F16 { 0 } else { vd }];
         // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
         Lanes::with(kqv_order, vd, |lanes| {
@@ -125,8 +138,15 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
                 lanes.reset();
                 for (idx, j) in (start..=pos).enumerate() {
                     let p = scores[hh * n_keys + idx];
-                    if p != 0.0 {
-                        lanes.add(j, p, &v[row(j) * vdim + g * vd..][..vd]);
+                    if p == 0.0 {
+                        continue;
+                    }
+                    let vj = &v[row(j) * vdim + v_off..][..v_len];
+                    if vt == KvType::F16 {
+                        lanes.add(j, p, vj);
+                    } else {
+                        load_row(vt, vj, &mut vf);
+                        lanes.add_f32(j, p, &vf);
                     }
                 }
                 lanes.reduce_into(&mut o[hh * vd..(hh + 1) * vd]);

@@ -4,7 +4,8 @@
 //! - a dot product of f16 vectors is `W` lanes of FMA chains (lane `i % W` takes element
 //!   `i`), folded to 16 lanes and reduced by [`reduce16`] (`_mm512_reduce_add_ps`). `W` = 16
 //!   is llamafile's tinyBLAS (what ggml's matmul uses for two or more query tokens), `W` = 64
-//!   is `ggml_vec_dot_f16` (four 16-lane accumulators; one query token);
+//!   is `ggml_vec_dot_f16` / `_f32` (four 16-lane accumulators; one query token), `W` = 32
+//!   is `ggml_vec_dot_bf16` (two 16-lane accumulators, reduced each and added in f64);
 //! - `out += p·v` over key positions keeps the same lanes per output element ([`Lanes`]);
 //! - softmax exponentials are ggml's `ggml_v_expf` ([`expf_ggml`]), summed 16 at a time.
 //!
@@ -13,11 +14,13 @@
 use crate::quant::f16::f16_to_f32;
 use crate::quant::{isa, Isa};
 
-/// Lanes of the FMA chains: tinyBLAS (batches) or `ggml_vec_dot_f16` (one token).
+/// Lanes of the FMA chains: tinyBLAS (batches) or `ggml_vec_dot_f16` / `_f32` (one token),
+/// or `ggml_vec_dot_bf16` (one token over bf16 values, whose products are exact in f32).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Order {
     Tiny16,
     Vec64,
+    Bf16x32,
 }
 
 impl Order {
@@ -25,6 +28,7 @@ impl Order {
         match self {
             Order::Tiny16 => 16,
             Order::Vec64 => 64,
+            Order::Bf16x32 => 32,
         }
     }
 }
@@ -82,10 +86,11 @@ fn dot_qk_scalar(q: &[f32], k: &[u16], order: Order) -> f32 {
     for (i, (&x, &y)) in q[..np].iter().zip(&k[..np]).enumerate() {
         acc[i % w] = x.mul_add(f16_to_f32(y), acc[i % w]);
     }
+    let r16 = |l: usize| reduce16(acc[l..l + 16].try_into().unwrap_or(&[0.0; 16]));
     match order {
-        Order::Tiny16 => reduce16(acc[..16].try_into().unwrap_or(&[0.0; 16])),
-        Order::Vec64 => {
-            let mut s = reduce64(&acc) as f64;
+        Order::Tiny16 => r16(0),
+        Order::Vec64 | Order::Bf16x32 => {
+            let mut s = if order == Order::Vec64 { reduce64(&acc) as f64 } else { r16(0) as f64 + r16(16) as f64 };
             for (&x, &y) in q[np..n].iter().zip(&k[np..n]) {
                 s += (x * f16_to_f32(y)) as f64;
             }
@@ -126,13 +131,35 @@ impl Lanes {
         self.used = 0;
     }
 
-    /// Accumulate position `pos` with probability `p` and values `v` (f16, `dim` long).
+    /// The lane of position `pos`: whether it is still unused, and its accumulators.
     #[inline]
-    pub fn add(&mut self, pos: usize, p: f32, v: &[u16]) {
+    fn lane(&mut self, pos: usize) -> (bool, &mut [f32]) {
         let lane = pos % self.order.width();
         let first = self.used & (1u64 << lane) == 0;
         self.used |= 1u64 << lane;
-        let acc = &mut self.acc[lane * self.dim..(lane + 1) * self.dim];
+        (first, &mut self.acc[lane * self.dim..(lane + 1) * self.dim])
+    }
+
+    /// Accumulate position `pos` with probability `p` and values `v` (f32, `dim` long).
+    #[inline]
+    pub fn add_f32(&mut self, pos: usize, p: f32, v: &[f32]) {
+        let (first, acc) = self.lane(pos);
+        #[cfg(target_arch = "x86_64")]
+        {
+            if isa() >= Isa::Avx2 {
+                // SAFETY: the ISA check guarantees AVX2/FMA.
+                return unsafe { x86::fma_f32(acc, p, v, first) };
+            }
+        }
+        for (o, &x) in acc.iter_mut().zip(v) {
+            *o = p.mul_add(x, if first { 0.0 } else { *o });
+        }
+    }
+
+    /// Accumulate position `pos` with probability `p` and values `v` (f16, `dim` long).
+    #[inline]
+    pub fn add(&mut self, pos: usize, p: f32, v: &[u16]) {
+        let (first, acc) = self.lane(pos);
         #[cfg(target_arch = "x86_64")]
         {
             if isa() >= Isa::Avx2 {
@@ -161,12 +188,18 @@ impl Lanes {
                 let r = &self.acc[l * self.dim + i..l * self.dim + i + m];
                 std::array::from_fn(|k| if k < m { r[k] } else { 0.0 })
             };
-            let x: [V; 16] = match self.order {
-                Order::Tiny16 => std::array::from_fn(ld),
-                Order::Vec64 => std::array::from_fn(|l| add(add(ld(l), ld(l + 32)), add(ld(l + 16), ld(l + 48)))),
+            let red = |x: [V; 16]| -> V {
+                let t: [V; 8] = std::array::from_fn(|k| add(x[k], x[k + 8]));
+                add(add(add(t[0], t[4]), add(t[2], t[6])), add(add(t[1], t[5]), add(t[3], t[7])))
             };
-            let t: [V; 8] = std::array::from_fn(|k| add(x[k], x[k + 8]));
-            let v = add(add(add(t[0], t[4]), add(t[2], t[6])), add(add(t[1], t[5]), add(t[3], t[7])));
+            let v = match self.order {
+                Order::Tiny16 => red(std::array::from_fn(ld)),
+                Order::Vec64 => red(std::array::from_fn(|l| add(add(ld(l), ld(l + 32)), add(ld(l + 16), ld(l + 48))))),
+                Order::Bf16x32 => {
+                    let (a, b) = (red(std::array::from_fn(ld)), red(std::array::from_fn(|l| ld(l + 16))));
+                    std::array::from_fn(|k| (a[k] as f64 + b[k] as f64) as f32)
+                }
+            };
             out[i..i + m].copy_from_slice(&v[..m]);
             i += m;
         }
@@ -285,10 +318,14 @@ mod x86 {
             let a = &acc[r];
             out[r] = match order {
                 Order::Tiny16 => hsum8(_mm256_add_ps(a[0], a[1])),
-                Order::Vec64 => {
-                    let r0 = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
-                    let r1 = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
-                    let mut s = hsum8(_mm256_add_ps(r0, r1)) as f64;
+                Order::Vec64 | Order::Bf16x32 => {
+                    let mut s = if order == Order::Vec64 {
+                        let r0 = _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6]));
+                        let r1 = _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7]));
+                        hsum8(_mm256_add_ps(r0, r1)) as f64
+                    } else {
+                        hsum8(_mm256_add_ps(a[0], a[1])) as f64 + hsum8(_mm256_add_ps(a[2], a[3])) as f64
+                    };
                     for j in np..d {
                         s += (q[r * d + j] * f16_to_f32(k[j])) as f64;
                     }
@@ -297,6 +334,23 @@ mod x86 {
             };
         }
         out
+    }
+
+    /// acc[i] = fma(p, v[i], acc[i]) (`first`: fma(p, v[i], 0)), f32 values
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn fma_f32(acc: &mut [f32], p: f32, v: &[f32], first: bool) {
+        let n = acc.len().min(v.len());
+        let pv = _mm256_set1_ps(p);
+        let mut i = 0;
+        while i + 8 <= n {
+            let o = if first { _mm256_setzero_ps() } else { _mm256_loadu_ps(acc.as_ptr().add(i)) };
+            _mm256_storeu_ps(acc.as_mut_ptr().add(i), _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(i)), o));
+            i += 8;
+        }
+        while i < n {
+            acc[i] = p.mul_add(v[i], if first { 0.0 } else { acc[i] });
+            i += 1;
+        }
     }
 
     /// acc[i] = fma(p, v[i], acc[i]) (`first`: fma(p, v[i], 0))
@@ -413,7 +467,7 @@ mod tests {
     fn simd_matches_scalar_bit_for_bit() {
         for n in [16, 64, 80, 256] {
             let (a, b) = vecs(n);
-            for order in [Order::Tiny16, Order::Vec64] {
+            for order in [Order::Tiny16, Order::Vec64, Order::Bf16x32] {
                 if order == Order::Tiny16 && n % 16 != 0 {
                     continue;
                 }
@@ -427,7 +481,7 @@ mod tests {
         for (rows, d) in [(1usize, 256usize), (3, 80), (4, 64), (6, 256), (9, 16)] {
             let (a, k) = vecs(rows * d);
             let q: Vec<f32> = a.iter().map(|&x| f16_to_f32(x)).collect();
-            for order in [Order::Tiny16, Order::Vec64] {
+            for order in [Order::Tiny16, Order::Vec64, Order::Bf16x32] {
                 if order == Order::Tiny16 && d % 16 != 0 {
                     continue;
                 }
@@ -451,16 +505,21 @@ mod tests {
     #[test]
     fn lanes_reduce_like_dot() {
         let (a, b) = vecs(128);
-        for order in [Order::Tiny16, Order::Vec64] {
+        let bf: Vec<f32> = b.iter().map(|&x| f16_to_f32(x)).collect();
+        for order in [Order::Tiny16, Order::Vec64, Order::Bf16x32] {
             Lanes::with(order, 1, |l| {
-                for round in 0..2 {
+                for round in 0..4 {
                     l.reset();
                     for (j, &p) in a.iter().enumerate() {
-                        l.add(j, f16_to_f32(p), &b[j..j + 1]);
+                        if round < 2 {
+                            l.add(j, f16_to_f32(p), &b[j..j + 1]);
+                        } else {
+                            l.add_f32(j, f16_to_f32(p), &bf[j..j + 1]);
+                        }
                     }
                     let mut out = [0f32];
                     l.reduce_into(&mut out);
-                    assert_eq!(out[0].to_bits(), dot_f16_scalar(&a, &b, order).to_bits(), "round {round}");
+                    assert_eq!(out[0].to_bits(), dot_f16_scalar(&a, &b, order).to_bits(), "round {round} {order:?}");
                 }
             });
         }

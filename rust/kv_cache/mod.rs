@@ -88,9 +88,8 @@ impl KvStore {
             let cap = cap.clamp(1, slot_ctx.max(1));
             layers.push(LayerKv { k: alloc(n_slots * cap * k_units)?, v: alloc(n_slots * cap * v_units)?, cap });
         }
-        // a quantized or f32/bf16 V has no non-fused path here (llama.cpp needs flash
-        // attention for a quantized V)
-        let flash_attn = v_type != KvType::F16;
+        // llama.cpp needs flash attention for a quantized V (KvConfig::resolve decides the rest)
+        let flash_attn = v_type.is_quantized();
         Ok(KvStore { n_slots, slot_ctx, k_dim, v_dim, k_type, v_type, k_units, v_units, flash_attn, layers, dev: None })
     }
 

@@ -86,6 +86,19 @@ pub fn k_dot(ty: KvType) -> Option<crate::quant::DotFn> {
     }
 }
 
+/// The dot of K rows against Q in ggml's matmul of two or more query tokens: tinyBLAS for
+/// the types whose queries it converts (bf16: 16 FMA lanes; IQ4_NL: one chain where
+/// `ggml_vec_dot_iq4_nl_q8_0` keeps two), else the one-token dot ([`k_dot`]): Q8_0, Q4_0 and
+/// Q5_0's tinyBLAS order is their dot's, and an f32 K gets no tinyBLAS (Q needs no conversion
+/// and is not contiguous). `head_dim` a multiple of 16 (tinyBLAS' lanes).
+pub fn k_dot_batch(ty: KvType) -> Option<crate::quant::DotFn> {
+    match ty {
+        KvType::BF16 => Some(crate::quant::scalar::dot_bf16_tiny),
+        KvType::IQ4_NL => Some(crate::quant::scalar_k::dot_iq4_nl_q8_0_tiny),
+        _ => k_dot(ty),
+    }
+}
+
 /// The Walsh-Hadamard rotation llama.cpp applies around a quantized cache (its `attn_rot_k`
 /// / `attn_rot_v`): Q and K in blocks of the largest power of two (from 64) dividing the K
 /// head size, V and the attention output in blocks of 64; None when the type is not
@@ -187,7 +200,6 @@ impl KvConfig {
     /// it (`-fa auto` turns it on, `-fa off` is refused). `auto` otherwise means: on for a
     /// cache of other types than f16, off for f16 (llamars' f16 path follows llama.cpp's
     /// non-fused arithmetic bit for bit; llama.cpp's own `auto` picks flash attention on CPUs).
-    /// A V of f32 or bf16 always runs fused here (there is no non-fused path for it).
     pub fn resolve(&self) -> Result<bool> {
         if self.v_type.is_quantized() && self.flash_attn == FlashAttn::Off {
             return Err(Error::InvalidRequest(format!(
@@ -197,7 +209,7 @@ impl KvConfig {
         }
         Ok(match self.flash_attn {
             FlashAttn::On => true,
-            FlashAttn::Off => self.v_type != KvType::F16,
+            FlashAttn::Off => false,
             FlashAttn::Auto => self.k_type != KvType::F16 || self.v_type != KvType::F16,
         })
     }

@@ -292,6 +292,13 @@ pub fn dot_f16_tiny(n: usize, w: &[u8], a: &[u8]) -> f32 {
     dot_float_ggml(n, |i| read_f16(w, 2 * i), |i| read_f16(a, 2 * i), true, true)
 }
 
+/// Two bf16 vectors in llama.cpp's batch order (tinyBLAS: 16 FMA lanes, `n` a multiple of 16).
+pub fn dot_bf16_tiny(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let n = n.min(w.len() / 2).min(a.len() / 2);
+    let r = |b: &[u8], i: usize| bf16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));
+    dot_float_ggml(n, |i| r(w, i), |i| r(a, i), false, true)
+}
+
 pub fn dot_bf16(n: usize, w: &[u8], a: &[u8]) -> f32 {
     let n = n.min(w.len() / 2).min(a.len() / 2);
     let r = |b: &[u8], i: usize| bf16_to_f32(u16::from_le_bytes([b[2 * i], b[2 * i + 1]]));

@@ -342,6 +342,16 @@ impl Nl4 {
         hsum8(&core::array::from_fn(|k| acc[0][k] + acc[1][k]))
     }
 
+    /// In the order of llamafile's tinyBLAS (`tinyBLAS_Q0_AVX`, ggml's matmul of two or more
+    /// tokens): [`fma_lanes`] in one chain, then `hsum_float_8`.
+    fn dot_tiny(&self, n: usize, w: &[u8], a: &[u8]) -> f32 {
+        let mut acc = [0f32; 8];
+        for (wb, ab) in w.chunks_exact(self.bytes).zip(a.chunks_exact(Q8_0_BYTES)).take(n / 32) {
+            fma_lanes(&mut acc, (self.scale)(wb) * read_f16(ab, 0), self.prod(wb, ab));
+        }
+        hsum8(&acc)
+    }
+
     /// In the order of llama.cpp's repacked `iq4_nl_8x8` / `mxfp4_8x8` kernels
     /// (`quant::row_chain`): one f32 chain, `fma(f32(Σ block), d_w·d_a, acc)`.
     fn dot_chain(&self, n: usize, w: &[u8], a: &[u8]) -> f32 {
@@ -365,6 +375,11 @@ impl Nl4 {
 
 pub fn dot_iq4_nl_q8_0(n: usize, w: &[u8], a: &[u8]) -> f32 {
     NL_IQ4.dot(n, w, a)
+}
+
+/// [`dot_iq4_nl_q8_0`] in llama.cpp's batch order (tinyBLAS).
+pub fn dot_iq4_nl_q8_0_tiny(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    NL_IQ4.dot_tiny(n, w, a)
 }
 
 pub fn dot_iq4_nl_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {

@@ -23,14 +23,10 @@ TYPES = {"f32": 0, "f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2, "q4_1": 3, "iq4_n
 N_PROMPTS = 3
 
 
-def main() -> None:
-    import llama_cpp as L
+def configurations(base: str):
+    """Each (k, v, fa, llm) llama.cpp accepts, a fresh llama-cpp-python model for each."""
     from llama_cpp import Llama
 
-    base = sys.argv[1]
-    out_f = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "tests" / "fixtures" / "kv_types_llamacpp.json"
-    prompts = json.loads((ROOT.parent / "shared" / "reference" / "prompts_public.json").read_text())[:N_PROMPTS]
-    ref = {"llama_cpp_python": L.__version__, "prompts": [], "configs": []}
     for fa in (True, False):
         for k in TYPES:
             for v in TYPES:
@@ -38,12 +34,22 @@ def main() -> None:
                     continue
                 llm = Llama(model_path=base, n_ctx=512, n_threads=2, n_batch=512, logits_all=True, verbose=False, seed=0,
                             flash_attn=fa, type_k=TYPES[k], type_v=TYPES[v])
-                if not ref["prompts"]:
-                    ref["prompts"] = [{"text": p, "tokens": llm.tokenize(p.encode(), add_bos=True, special=True)} for p in prompts]
-                rows = top2_rows(llm, ref["prompts"])
-                ref["configs"].append({"k": k, "v": v, "fa": fa, "positions": rows})
+                yield k, v, fa, llm
                 del llm
                 print(k, v, "fa" if fa else "no-fa", flush=True)
+
+
+def main() -> None:
+    import llama_cpp as L
+
+    base = sys.argv[1]
+    out_f = Path(sys.argv[2]) if len(sys.argv) > 2 else ROOT / "tests" / "fixtures" / "kv_types_llamacpp.json"
+    prompts = json.loads((ROOT.parent / "shared" / "reference" / "prompts_public.json").read_text())[:N_PROMPTS]
+    ref = {"llama_cpp_python": L.__version__, "prompts": [], "configs": []}
+    for k, v, fa, llm in configurations(base):
+        if not ref["prompts"]:
+            ref["prompts"] = [{"text": p, "tokens": llm.tokenize(p.encode(), add_bos=True, special=True)} for p in prompts]
+        ref["configs"].append({"k": k, "v": v, "fa": fa, "positions": top2_rows(llm, ref["prompts"])})
     out_f.write_text(json.dumps(ref, separators=(",", ":")))
     print("wrote", out_f)
 
