@@ -478,12 +478,12 @@ def test_tensor_with_wrong_shape(tmp_path):
 
 
 def test_unsupported_tokenizer_model(tmp_path):
-    kvs = [KV("tokenizer.ggml.model", VT.STRING, "t5") if kv.key == "tokenizer.ggml.model" else kv for kv in tm.model_kvs(ARCH)]
+    kvs = [KV("tokenizer.ggml.model", VT.STRING, "rwkv") if kv.key == "tokenizer.ggml.model" else kv for kv in tm.model_kvs(ARCH)]
     p = tmp_path / "tok.gguf"
     tm.write_gguf(p, kvs, tm.model_tensors(ARCH, WTYPE))
     with pytest.raises(llamars.TokenizerError) as ei:
         llamars.Engine(str(p), n_ctx=32, n_threads=1)
-    assert "t5" in str(ei.value) and p.name in str(ei.value)
+    assert "rwkv" in str(ei.value) and "t5 (Unigram)" in str(ei.value) and p.name in str(ei.value)
     assert isinstance(ei.value, llamars.LlamarsError)
 
 

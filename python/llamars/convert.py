@@ -1,9 +1,10 @@
-"""`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint
-(`config.json`, `model.safetensors`, `tokenizer.json` or `vocab.txt`, and the
-sentence-transformers pooling config when present) into a GGUF that llama.cpp loads
+"""`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint (BERT,
+XLM-RoBERTa: `config.json`, `model.safetensors`, `tokenizer.json` or `vocab.txt`, and
+the sentence-transformers pooling config when present) into a GGUF that llama.cpp loads
 as well: llama.cpp's tensor names (gguf's tensor map), metadata keys, vocabulary form
-(word-initial pieces as `▁piece`, `##` continuations bare) and type rules (1-D tensors,
-norms, position and token-type tables stay F32).
+(convert_vocab.py) and type rules (1-D tensors, norms, position and token-type tables
+stay F32). XLM-RoBERTa's position table starts at `pad_token_id + 1`; its first rows
+are dropped as llama.cpp's converter drops them.
 
 Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
 """
@@ -18,24 +19,14 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 
-from .errors import InvalidRequestError
+from .convert_vocab import ConvertError, need, read_vocab, write_vocab
 
 TYPES = ("f32", "f16", "q8_0")
 # GGUF pooling_type values (llama.cpp's enum)
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
-_ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert"}
-
-
-class ConvertError(InvalidRequestError):
-    """The checkpoint cannot be converted; the message says why and what to do."""
-
-
-def _need(module: str):
-    try:
-        return __import__(module)
-    except ImportError:
-        raise ConvertError(f"llamars-convert needs the '{module}' package: pip install 'llamars[convert]'") from None
+_ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
+          "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert"}
 
 
 def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
@@ -66,49 +57,6 @@ def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]
         yield name, load
 
 
-def _vocab(model_dir: Path) -> tuple[list[str], list[int], dict]:
-    """Tokens in id order, their GGUF token types, and the normalizer switches."""
-    gguf = _need("gguf")
-    tj = model_dir / "tokenizer.json"
-    tc = json.loads((model_dir / "tokenizer_config.json").read_text()) if (model_dir / "tokenizer_config.json").is_file() else {}
-    if tj.is_file():
-        tokenizers = _need("tokenizers")
-        tok = tokenizers.Tokenizer.from_file(str(tj))
-        spec = json.loads(tj.read_text(encoding="utf-8"))
-        if spec.get("model", {}).get("type") != "WordPiece":
-            raise ConvertError(f"{tj}: tokenizer model {spec.get('model', {}).get('type')!r}; this converter handles WordPiece (BERT) vocabularies")
-        vocab = tok.get_vocab(with_added_tokens=True)
-        special = {a["content"] for a in spec.get("added_tokens", []) if a.get("special")}
-        norm = spec.get("normalizer") or {}
-        lowercase = bool(norm.get("lowercase", tc.get("do_lower_case", True)))
-        strip = norm.get("strip_accents")
-    elif (model_dir / "vocab.txt").is_file():
-        lines = (model_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
-        vocab = {t: i for i, t in enumerate(lines) if t or i < len(lines) - 1}
-        special = {t for t in vocab if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
-        lowercase = bool(tc.get("do_lower_case", True))
-        strip = tc.get("strip_accents")
-    else:
-        raise ConvertError(f"{model_dir}: neither tokenizer.json nor vocab.txt is there")
-    n = max(vocab.values()) + 1
-    tokens: list[Optional[str]] = [None] * n
-    for t, i in vocab.items():
-        tokens[i] = t
-    out, types = [], []
-    for i, t in enumerate(tokens):
-        if t is None:
-            out.append(f"[PAD{i}]")
-            types.append(gguf.TokenType.UNUSED)
-        elif t in special:
-            out.append(t)
-            types.append(gguf.TokenType.CONTROL)
-        else:
-            # llama.cpp's phantom-space form of a WordPiece vocabulary
-            out.append(t[2:] if t.startswith("##") else "\u2581" + t)
-            types.append(gguf.TokenType.NORMAL)
-    return out, [int(x) for x in types], {"lowercase": lowercase, "strip_accents": lowercase if strip is None else bool(strip)}
-
-
 def _pooling(model_dir: Path) -> Optional[int]:
     modules = model_dir / "modules.json"
     if not modules.is_file():
@@ -137,7 +85,7 @@ def _qtype(gguf, name: str, ndim: int, want):
 
 def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[int, int, str], None]] = None) -> Path:
     """Write the GGUF of the checkpoint in `model_dir` to `out`; returns its path."""
-    gguf = _need("gguf")
+    gguf = need("gguf")
     model_dir, out = Path(model_dir), Path(out)
     if out_type not in TYPES:
         raise ConvertError(f"--outtype must be one of {', '.join(TYPES)}, got {out_type!r}")
@@ -147,10 +95,10 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     hp = json.loads(cfg_path.read_text())
     names = hp.get("architectures") or []
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
-    if arch is None and hp.get("model_type") == "bert":
+    if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
         arch = "bert"
     if arch is None:
-        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT checkpoints")
+        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT and XLM-RoBERTa checkpoints")
     if hp.get("position_embedding_type", "absolute") != "absolute":
         raise ConvertError(f"{cfg_path}: position_embedding_type {hp['position_embedding_type']!r}; BERT here uses absolute positions")
     st_files = sorted(model_dir.glob("*.safetensors"))
@@ -158,7 +106,10 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         raise ConvertError(f"{model_dir}: no .safetensors weights (convert a PyTorch checkpoint with safetensors first)")
     n_layer = int(hp["num_hidden_layers"])
     tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layer)
-    tokens, toktypes, norm = _vocab(model_dir)
+    vocab = read_vocab(model_dir)
+    roberta = hp.get("model_type") == "xlm-roberta" or any(a.startswith("XLMRoberta") for a in names)
+    # positions start at pad_token_id + 1 (fairseq); llama.cpp's converter drops the rows before
+    pos_offset = int(hp.get("pad_token_id", 1)) + 1 if roberta else 0
     qt = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
     ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[out_type]
 
@@ -166,7 +117,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     w = gguf.GGUFWriter(str(part), arch)
     w.add_name(model_dir.name)
     w.add_block_count(n_layer)
-    w.add_context_length(int(hp["max_position_embeddings"]))
+    w.add_context_length(int(hp["max_position_embeddings"]) - pos_offset)
     w.add_embedding_length(int(hp["hidden_size"]))
     w.add_feed_forward_length(int(hp["intermediate_size"]))
     w.add_head_count(int(hp["num_attention_heads"]))
@@ -176,18 +127,12 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     if (pool := _pooling(model_dir)) is not None:
         w.add_pooling_type(gguf.PoolingType(pool))
     w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
-    w.add_tokenizer_model("bert")
-    w.add_tokenizer_pre("default")
-    w.add_token_list(tokens)
-    w.add_token_types(toktypes)
-    w.add_bool("tokenizer.ggml.normalizer.lowercase", norm["lowercase"])
-    w.add_bool("tokenizer.ggml.normalizer.strip_accents", norm["strip_accents"])
-    gguf.SpecialVocab(model_dir, n_vocab=len(tokens)).add_to_gguf(w)
+    write_vocab(w, vocab, model_dir)
 
     tensors = []
     for f in st_files:
         for name, load in read_safetensors(f):
-            n = name[5:] if name.startswith("bert.") else name
+            n = name.split(".", 1)[1] if name.startswith(("bert.", "roberta.")) else name
             if n.endswith(".gamma"):
                 n = n[:-6] + ".weight"
             if n.endswith(".beta"):
@@ -197,6 +142,8 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
             new = tmap.get_name(n, try_suffixes=(".weight", ".bias"))
             if new is None:
                 raise ConvertError(f"{f.name}: tensor {name} has no GGUF name for {arch}")
+            if n == "embeddings.position_embeddings.weight" and pos_offset:
+                load = (lambda f=load: f()[pos_offset:])
             tensors.append((new, load))
     total = len(tensors)
     for i, (name, load) in enumerate(tensors):
@@ -219,7 +166,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint to GGUF.")
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa) to GGUF.")
     p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")

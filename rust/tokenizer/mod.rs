@@ -1,10 +1,11 @@
 //! Tokenizers built from GGUF metadata, exact with llama.cpp: special-token
 //! partitioning, SPM merges, byte-level BPE with its pre-tokenizer presets,
-//! detokenization and a UTF-8-safe streaming decoder.
+//! WordPiece and Unigram as `tokenizers` runs them, detokenization and a UTF-8-safe streaming decoder.
 pub mod bpe;
 pub mod pre;
 pub mod spm;
 pub mod stream;
+pub mod ugm;
 pub mod vocab;
 pub mod wpm;
 
@@ -18,6 +19,8 @@ pub struct Tokenizer {
     pub vocab: Vocab,
     /// Merges and pre-tokenizer of a byte-level BPE vocabulary (None for SPM).
     pub bpe: Option<bpe::Bpe>,
+    /// Charsmap and piece trie of a Unigram vocabulary.
+    pub ugm: Option<ugm::Ugm>,
 }
 
 enum Fragment<'a> {
@@ -32,8 +35,19 @@ fn is_space(b: u8) -> bool {
 impl Tokenizer {
     pub fn from_gguf(g: &Gguf) -> Result<Tokenizer> {
         let vocab = Vocab::from_gguf(g)?;
+        let path = g.path().display().to_string();
+        let ugm = match vocab.kind {
+            VocabKind::Ugm => {
+                let blob: Option<Vec<u8>> = match g.get("tokenizer.ggml.precompiled_charsmap").and_then(|v| v.as_array()) {
+                    None => None,
+                    Some(a) => Some(a.iter().map(|x| x.as_i64().unwrap_or(0) as u8).collect()),
+                };
+                Some(ugm::Ugm::new(&vocab, blob.as_deref(), &path)?)
+            }
+            _ => None,
+        };
         let bpe = match vocab.kind {
-            VocabKind::Spm | VocabKind::Wpm => None,
+            VocabKind::Spm | VocabKind::Wpm | VocabKind::Ugm => None,
             VocabKind::Bpe => {
                 if g.get("tokenizer.ggml.merges").is_none() {
                     return Err(Error::Tokenizer(format!(
@@ -41,10 +55,10 @@ impl Tokenizer {
                         g.path().display()
                     )));
                 }
-                Some(bpe::Bpe::new(&vocab, &g.path().display().to_string())?)
+                Some(bpe::Bpe::new(&vocab, &path)?)
             }
         };
-        Ok(Tokenizer { vocab, bpe })
+        Ok(Tokenizer { vocab, bpe, ugm })
     }
 
     pub fn n_vocab(&self) -> usize {
@@ -121,6 +135,10 @@ impl Tokenizer {
                     is_prev_special = true;
                 }
                 Fragment::Text(raw) => {
+                    if let Some(ugm) = &self.ugm {
+                        ugm.tokenize(v, &String::from_utf8_lossy(raw), &mut out);
+                        continue;
+                    }
                     if v.kind == VocabKind::Wpm {
                         wpm::tokenize(v, v.wpm, &String::from_utf8_lossy(raw), &mut out);
                         continue;
@@ -151,7 +169,9 @@ impl Tokenizer {
                 out.push(e);
             }
         }
-        if add_special && v.add_sep {
+        // llama.cpp appends the separator in tokenization for WordPiece only (elsewhere
+        // add_sep shapes the rerank pair)
+        if add_special && v.add_sep && v.kind == VocabKind::Wpm {
             if let Some(s) = v.sep {
                 out.push(s);
             }

@@ -23,6 +23,8 @@ pub enum VocabKind {
     Bpe,
     /// WordPiece (tokenizer.ggml.model = "bert")
     Wpm,
+    /// Unigram (tokenizer.ggml.model = "t5")
+    Ugm,
 }
 
 pub struct Vocab {
@@ -46,6 +48,8 @@ pub struct Vocab {
     /// WordPiece normalizer switches (`tokenizer.ggml.normalizer.*`).
     pub wpm: super::wpm::WpmOptions,
     pub add_space_prefix: bool,
+    /// Unigram: collapse runs of spaces (`tokenizer.ggml.remove_extra_whitespaces`).
+    pub remove_extra_whitespaces: bool,
     /// End-of-generation tokens (eos, eot and known turn-end tokens).
     pub eog: Vec<u32>,
     /// Control / user-defined / unknown tokens, longest text first (tokenizer_st_partition order).
@@ -88,9 +92,10 @@ impl Vocab {
             "llama" => VocabKind::Spm,
             "gpt2" => VocabKind::Bpe,
             "bert" => VocabKind::Wpm,
+            "t5" => VocabKind::Ugm,
             other => {
                 return Err(Error::Tokenizer(format!(
-                    "{}: tokenizer model '{other}' is not supported (supported: llama (SPM), gpt2 (BPE), bert (WordPiece))",
+                    "{}: tokenizer model '{other}' is not supported (supported: llama (SPM), gpt2 (BPE), bert (WordPiece), t5 (Unigram))",
                     g.path().display()
                 )))
             }
@@ -159,11 +164,13 @@ impl Vocab {
             VocabKind::Bpe => (Some(11).filter(|_| !pre_cfg.no_default_bos), Some(11), None),
             // [CLS], no end-of-sequence token, [UNK] (llama-vocab.cpp)
             VocabKind::Wpm => (Some(101), None, Some(100)),
+            // no beginning-of-sequence token, </s>, <unk> (llama-vocab.cpp)
+            VocabKind::Ugm => (None, Some(1), Some(2)),
         };
         let bos = id("tokenizer.ggml.bos_token_id").or(def_bos.filter(|&i| i < n as u32));
         let eos = id("tokenizer.ggml.eos_token_id").or(def_eos.filter(|&i| i < n as u32));
         let unk = id("tokenizer.ggml.unknown_token_id").or(def_unk.filter(|&i| i < n as u32));
-        let pad = id("tokenizer.ggml.padding_token_id").or(if kind == VocabKind::Wpm { Some(0) } else { None });
+        let pad = id("tokenizer.ggml.padding_token_id").or(if matches!(kind, VocabKind::Wpm | VocabKind::Ugm) { Some(0) } else { None });
         let sep = id("tokenizer.ggml.seperator_token_id").or(if kind == VocabKind::Wpm { Some(102).filter(|&i| i < n as u32) } else { None });
         let mut eot = id("tokenizer.ggml.eot_token_id");
         if eot.is_none() {
@@ -235,12 +242,13 @@ impl Vocab {
             let hex = format!("<0x{b:02X}>");
             *slot = token_to_id.get(hex.as_bytes()).copied().or_else(|| token_to_id.get(&[b as u8][..]).copied());
         }
-        let add_bos = flag("tokenizer.ggml.add_bos_token", kind != VocabKind::Bpe || pre_cfg.add_bos);
-        let add_eos = flag("tokenizer.ggml.add_eos_token", false);
+        let add_bos = flag("tokenizer.ggml.add_bos_token", matches!(kind, VocabKind::Spm | VocabKind::Wpm) || pre_cfg.add_bos && kind == VocabKind::Bpe);
+        let add_eos = flag("tokenizer.ggml.add_eos_token", kind == VocabKind::Ugm);
         let add_sep = flag("tokenizer.ggml.add_sep_token", kind == VocabKind::Wpm);
         let lowercase = flag("tokenizer.ggml.normalizer.lowercase", true);
         let wpm = super::wpm::WpmOptions { lowercase, strip_accents: flag("tokenizer.ggml.normalizer.strip_accents", lowercase) };
         let add_space_prefix = flag("tokenizer.ggml.add_space_prefix", kind == VocabKind::Spm);
+        let remove_extra_whitespaces = flag("tokenizer.ggml.remove_extra_whitespaces", false);
         Ok(Vocab {
             kind,
             pre,
@@ -260,6 +268,7 @@ impl Vocab {
             add_sep,
             wpm,
             add_space_prefix,
+            remove_extra_whitespaces,
             eog,
             special_cache,
             byte_to_id,

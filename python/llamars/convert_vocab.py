@@ -1,0 +1,166 @@
+"""The vocabulary half of `llamars-convert`: a checkpoint's tokenizer (`tokenizer.json`,
+or BERT's `vocab.txt`) as the `tokenizer.ggml.*` keys llama.cpp writes for it.
+
+- WordPiece (BERT): `tokenizer.ggml.model = bert`, llama.cpp's phantom-space form
+  (word-initial pieces as `▁piece`, `##` continuations bare), the normalizer switches.
+- Unigram (XLM-RoBERTa, bge-m3): `tokenizer.ggml.model = t5`, pieces and scores in id
+  order, SentencePiece's precompiled charsmap, `add_space_prefix` and
+  `remove_extra_whitespaces` read from the `tokenizer.json` pipeline itself. Only the
+  pipeline llamars reproduces is accepted (`Precompiled`, optionally followed by
+  `Replace(" {2,}", " ")`; `Metaspace` with `▁` that splits); another is refused naming
+  the component, rather than converted into a file that tokenizes differently.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .errors import InvalidRequestError
+
+
+class ConvertError(InvalidRequestError):
+    """The checkpoint cannot be converted; the message says why and what to do."""
+
+
+@dataclass
+class Vocab:
+    model: str  # "bert" | "t5"
+    tokens: list
+    types: list
+    scores: Optional[list] = None
+    #: extra keys: name (without "tokenizer.ggml.") -> bool
+    flags: dict = field(default_factory=dict)
+    charsmap: Optional[bytes] = None
+
+
+def need(module: str):
+    try:
+        return __import__(module)
+    except ImportError:
+        raise ConvertError(f"llamars-convert needs the '{module}' package: pip install 'llamars[convert]'") from None
+
+
+def read_vocab(model_dir: Path) -> Vocab:
+    tj = model_dir / "tokenizer.json"
+    tcp = model_dir / "tokenizer_config.json"
+    tc = json.loads(tcp.read_text()) if tcp.is_file() else {}
+    if tj.is_file():
+        spec = json.loads(tj.read_text(encoding="utf-8"))
+        kind = (spec.get("model") or {}).get("type")
+        if kind == "Unigram":
+            return _unigram(tj, spec)
+        if kind != "WordPiece":
+            raise ConvertError(f"{tj}: tokenizer model {kind!r}; this converter handles WordPiece (BERT) and Unigram (XLM-RoBERTa) vocabularies")
+        tok = need("tokenizers").Tokenizer.from_file(str(tj))
+        vocab = tok.get_vocab(with_added_tokens=True)
+        special = {a["content"] for a in spec.get("added_tokens", []) if a.get("special")}
+        norm = spec.get("normalizer") or {}
+        lowercase = bool(norm.get("lowercase", tc.get("do_lower_case", True)))
+        strip = norm.get("strip_accents")
+    elif (model_dir / "vocab.txt").is_file():
+        lines = (model_dir / "vocab.txt").read_text(encoding="utf-8").split("\n")
+        vocab = {t: i for i, t in enumerate(lines) if t or i < len(lines) - 1}
+        special = {t for t in vocab if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}
+        lowercase = bool(tc.get("do_lower_case", True))
+        strip = tc.get("strip_accents")
+    else:
+        raise ConvertError(f"{model_dir}: neither tokenizer.json nor vocab.txt is there")
+    return _wordpiece(vocab, special, lowercase, lowercase if strip is None else bool(strip))
+
+
+def _wordpiece(vocab: dict, special: set, lowercase: bool, strip_accents: bool) -> Vocab:
+    gguf = need("gguf")
+    n = max(vocab.values()) + 1
+    by_id: list = [None] * n
+    for t, i in vocab.items():
+        by_id[i] = t
+    tokens, types = [], []
+    for i, t in enumerate(by_id):
+        if t is None:
+            tokens.append(f"[PAD{i}]")
+            types.append(int(gguf.TokenType.UNUSED))
+        elif t in special:
+            tokens.append(t)
+            types.append(int(gguf.TokenType.CONTROL))
+        else:
+            # llama.cpp's phantom-space form of a WordPiece vocabulary
+            tokens.append(t[2:] if t.startswith("##") else "\u2581" + t)
+            types.append(int(gguf.TokenType.NORMAL))
+    flags = {"normalizer.lowercase": lowercase, "normalizer.strip_accents": strip_accents}
+    return Vocab("bert", tokens, types, flags=flags)
+
+
+def _unigram(tj: Path, spec: dict) -> Vocab:
+    gguf = need("gguf")
+    model = spec["model"]
+    norms = spec.get("normalizer") or {"type": "Sequence", "normalizers": []}
+    seq = norms.get("normalizers", []) if norms.get("type") == "Sequence" else [norms]
+    charsmap, collapse = None, False
+    for i, n in enumerate(seq):
+        t = n.get("type")
+        if t == "Precompiled" and i == 0:
+            charsmap = base64.b64decode(n.get("precompiled_charsmap") or "") or None
+        elif t == "Replace" and n.get("pattern") == {"Regex": " {2,}"} and n.get("content") == " " and i == len(seq) - 1:
+            collapse = True
+        else:
+            raise ConvertError(f"{tj}: normalizer step {i} ({json.dumps(n)[:120]}) is not one llamars reproduces for a Unigram vocabulary (Precompiled, then Replace(' {{2,}}', ' '))")
+    pre = spec.get("pre_tokenizer") or {}
+    if pre.get("type") != "Metaspace" or pre.get("replacement", "\u2581") != "\u2581" or not pre.get("split", True):
+        raise ConvertError(f"{tj}: pre_tokenizer {json.dumps(pre)[:120]}: a Unigram vocabulary needs Metaspace('▁', split=true)")
+    scheme = pre.get("prepend_scheme", "always" if pre.get("add_prefix_space", True) else "never")
+    if scheme not in ("always", "never"):
+        raise ConvertError(f"{tj}: Metaspace prepend_scheme {scheme!r}; llamars reproduces 'always' and 'never'")
+    pieces = model.get("vocab") or []
+    unk = model.get("unk_id")
+    if unk is None or not 0 <= unk < len(pieces):
+        raise ConvertError(f"{tj}: the Unigram model has no unk_id inside its vocabulary")
+    if model.get("byte_fallback"):
+        raise ConvertError(f"{tj}: Unigram with byte_fallback is not supported")
+    added = {a["id"]: a for a in spec.get("added_tokens", [])}
+    tokens, scores, types = [], [], []
+    T = gguf.TokenType
+    for i, (piece, score) in enumerate(pieces):
+        a = added.get(i)
+        tokens.append(piece)
+        scores.append(float(score))
+        if i == unk:
+            types.append(int(T.UNKNOWN))
+        elif a is not None:
+            types.append(int(T.CONTROL if a.get("special") else T.USER_DEFINED))
+        else:
+            types.append(int(T.NORMAL))
+    for i in sorted(k for k in added if k >= len(pieces)):
+        if i != len(tokens):
+            raise ConvertError(f"{tj}: added token id {i} leaves a gap after the {len(tokens)} pieces")
+        tokens.append(added[i]["content"])
+        scores.append(0.0)
+        types.append(int(T.CONTROL if added[i].get("special") else T.USER_DEFINED))
+    single = ((spec.get("post_processor") or {}).get("single")) or []
+    ids = [s.get("SpecialToken", {}).get("id") for s in single]
+    flags = {"add_space_prefix": scheme == "always", "remove_extra_whitespaces": collapse,
+             "add_bos_token": bool(ids) and ids[0] is not None, "add_eos_token": bool(ids) and ids[-1] is not None}
+    return Vocab("t5", tokens, types, scores=scores, flags=flags, charsmap=charsmap)
+
+
+def write_vocab(w, v: Vocab, model_dir: Path) -> None:
+    """The vocabulary's keys on the GGUF writer `w`, special ids from the checkpoint."""
+    gguf = need("gguf")
+    w.add_tokenizer_model(v.model)
+    w.add_tokenizer_pre("default")
+    w.add_token_list(v.tokens)
+    w.add_token_types(v.types)
+    if v.scores is not None:
+        w.add_token_scores(v.scores)
+    for k, val in v.flags.items():
+        if k not in ("add_bos_token", "add_eos_token"):
+            w.add_bool(f"tokenizer.ggml.{k}", val)
+    if v.charsmap:
+        w.add_key_value("tokenizer.ggml.precompiled_charsmap", list(v.charsmap), gguf.GGUFValueType.ARRAY, sub_type=gguf.GGUFValueType.UINT8)
+    sv = gguf.SpecialVocab(model_dir, n_vocab=len(v.tokens))
+    for k in ("add_bos_token", "add_eos_token"):
+        if k in v.flags:
+            sv.add_special_token[k[4:-6]] = v.flags[k]
+    sv.add_to_gguf(w)
