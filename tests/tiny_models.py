@@ -526,7 +526,9 @@ def bert_kvs(reranker: bool, arch: str = "bert") -> List[KV]:
 def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") -> List[Tensor]:
     """A tiny BERT (llama.cpp's tensor names); with `reranker`, the classification head
     (cls dense + tanh, cls.output with one label). `nomic-bert`: RoPE (no position table),
-    a fused QKV projection and a SwiGLU FFN without biases."""
+    a fused QKV projection and a SwiGLU FFN without biases. `jina-bert-v2`: ALiBi (no
+    position table), a fused [gate; up] GEGLU projection with one bias over both halves, and
+    as a reranker jina-reranker-v1's single [n_embd → 1] classifier layer."""
     s = BERT
     rng = np.random.default_rng(seed)
     e, F = s.n_embd, s.n_ff
@@ -538,10 +540,10 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") 
     def ln(name):
         return [vec(name + ".weight", e, 1.0, 0.1), vec(name + ".bias", e, 0.0, 0.1)]
 
-    nomic = arch == "nomic-bert"
+    nomic, jina = arch == "nomic-bert", arch == "jina-bert-v2"
     ts = [make_weight("token_embd.weight", wtype, e, nv, 0.5, rng),
           make_weight("token_types.weight", "F32", e, 2, 0.5, rng), *ln("token_embd_norm")]
-    if not nomic:
+    if not nomic and not jina:
         ts.append(make_weight("position_embd.weight", "F32", e, s.ctx, 0.5, rng))
     for il in range(s.n_layer):
         p = f"blk.{il}."
@@ -555,9 +557,15 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") 
             ts += [make_weight(p + "ffn_gate.weight", wtype, e, F, STD_OTHER * 2, rng), make_weight(p + "ffn_up.weight", wtype, e, F, STD_OTHER * 2, rng),
                    make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), *ln(p + "layer_output_norm")]
             continue
+        if jina:
+            ts += [make_weight(p + "ffn_up.weight", wtype, e, 2 * F, STD_OTHER * 2, rng), vec(p + "ffn_up.bias", 2 * F, sd=0.1),
+                   make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), vec(p + "ffn_down.bias", e, sd=0.1), *ln(p + "layer_output_norm")]
+            continue
         ts += [make_weight(p + "ffn_up.weight", wtype, e, F, STD_OTHER * 2, rng), vec(p + "ffn_up.bias", F, sd=0.1)]
         ts += [make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng), vec(p + "ffn_down.bias", e, sd=0.1), *ln(p + "layer_output_norm")]
-    if reranker:
+    if reranker and jina:
+        ts += [make_weight("cls.weight", "F32", e, 1, 0.3, rng), vec("cls.bias", 1, sd=0.1)]
+    elif reranker:
         ts += [make_weight("cls.weight", "F32", e, e, 0.1, rng), vec("cls.bias", e, sd=0.1),
                make_weight("cls.output.weight", "F32", e, 1, 0.3, rng), vec("cls.output.bias", 1, sd=0.1)]
     return ts

@@ -158,8 +158,11 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
 /// Bidirectional attention of encoders over the batch itself, in f32 as llama.cpp's
 /// no-cache path computes it (no KV cache, no f16 roundings): every token of a sequence
 /// (`spans`: (first row, length)) sees every token of it. q, k, v: [n_tokens, heads·dim];
-/// out: [n_tokens, n_head·v_head_dim].
-pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &[f32], v: &[f32], spans: &[(usize, usize)], out: &mut [f32]) {
+/// out: [n_tokens, n_head·v_head_dim]. With ALiBi (`alibi`: a slope per head, else
+/// empty), head h adds slope_h · -|i - j| to the scaled score, as ggml's soft_max does
+/// with llama.cpp's ALiBi mask.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &[f32], v: &[f32], spans: &[(usize, usize)], alibi: &[f32], out: &mut [f32]) {
     let (hd, vd) = (s.head_dim, s.v_head_dim);
     let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
     let group = s.n_head / s.n_head_kv;
@@ -176,10 +179,16 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
         let (t0, n) = seq_of[t];
         let g = h / group;
         let qh = &q[t * s.n_head * hd + h * hd..][..hd];
+        let i = t - t0;
+        let slope = alibi.get(h).copied();
         let mut scores: Vec<f32> = (0..n)
             .map(|j| {
                 let kj = &k[(t0 + j) * kdim + g * hd..][..hd];
-                s.score(dot8(qh, kj))
+                let x = s.score(dot8(qh, kj));
+                match slope {
+                    Some(m) => x + m * -(i.abs_diff(j) as f32),
+                    None => x,
+                }
             })
             .collect();
         softmax_ggml(&mut scores, 0, None);

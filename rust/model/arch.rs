@@ -144,7 +144,7 @@ impl Config {
                 // llama.cpp disables Phi-3's sliding window (conversion metadata is unreliable).
             }
             // ggml_gelu (the tanh form) in the ungated FFN
-            Arch::Bert => self.activation = Activation::GeluTanh,
+            Arch::Bert | Arch::JinaBertV2 => self.activation = Activation::GeluTanh,
             Arch::Granite | Arch::GraniteMoe => {
                 // llama.cpp reads logit_scale as required, the others as optional (0 = unset)
                 let logit = opt_f("logit_scale").ok_or_else(|| bad("logit_scale", "is required for Granite models".into()))?;

@@ -15,6 +15,9 @@ pub enum Arch {
     /// nomic-bert (nomic-embed-text): BERT's post-LayerNorm layers with RoPE instead of a
     /// position table and a SwiGLU FFN.
     NomicBert,
+    /// jina-bert-v2 (jina-embeddings-v2, jina-reranker-v1): BERT's post-LayerNorm layers
+    /// with ALiBi instead of positions and a GEGLU FFN with biases.
+    JinaBertV2,
     /// Qwen 3 with a mixture of experts in every layer (Qwen3-30B-A3B).
     Qwen3Moe,
     /// Qwen 1.5 / 2 MoE: routed experts plus a shared expert with a sigmoid gate.
@@ -53,6 +56,7 @@ pub enum Arch {
 pub const SUPPORTED_ARCHS: &[&str] = &[
     "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "exaone4", "smollm3", "glm4", "granite", "qwen3moe", "qwen2moe", "olmoe",
     "granitemoe", "gpt-oss", "mistral3", "cohere2", "bert", "nomic-bert",
+    "jina-bert-v2",
 ];
 
 impl Arch {
@@ -65,6 +69,7 @@ impl Arch {
             "phi3" => Arch::Phi3,
             "bert" => Arch::Bert,
             "nomic-bert" => Arch::NomicBert,
+            "jina-bert-v2" => Arch::JinaBertV2,
             "qwen3moe" => Arch::Qwen3Moe,
             "qwen2moe" => Arch::Qwen2Moe,
             "olmoe" => Arch::Olmoe,
@@ -91,6 +96,7 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Bert => "bert",
             Arch::NomicBert => "nomic-bert",
+            Arch::JinaBertV2 => "jina-bert-v2",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen2Moe => "qwen2moe",
             Arch::Olmoe => "olmoe",
@@ -109,7 +115,7 @@ impl Arch {
 
     /// An encoder: hidden states out, no language-model head.
     pub fn is_encoder(self) -> bool {
-        matches!(self, Arch::Bert | Arch::NomicBert)
+        matches!(self, Arch::Bert | Arch::NomicBert | Arch::JinaBertV2)
     }
 }
 
@@ -210,8 +216,12 @@ pub struct Config {
     pub norm_eps: f32,
     /// Whether a token attends only to earlier positions (`attention.causal`).
     pub causal: bool,
-    /// Whether positions enter through RoPE on Q and K (else a position embedding table).
+    /// Whether positions enter through RoPE on Q and K (else a position embedding table,
+    /// or ALiBi when `alibi_max_bias` > 0).
     pub rope: bool,
+    /// ALiBi's maximum bias (0 = none; jina-bert-v2: 8): head h adds slope_h · -|i - j| to
+    /// its scores, slopes as ggml's soft_max computes them.
+    pub alibi_max_bias: f32,
     pub rope_base: f32,
     pub rope_freq_scale: f32,
     /// RoPE base / scale on sliding-window layers (Gemma 3: 10000, 1).
@@ -364,7 +374,8 @@ impl Config {
             rms_eps,
             norm_eps: opt_f("attention.layer_norm_epsilon").unwrap_or(1e-5),
             causal: g.get(&key(a, "attention.causal")).and_then(|v| v.as_bool()).unwrap_or(!arch.is_encoder()),
-            rope: arch != Arch::Bert,
+            rope: !matches!(arch, Arch::Bert | Arch::JinaBertV2),
+            alibi_max_bias: if arch == Arch::JinaBertV2 { 8.0 } else { 0.0 },
             rope_base,
             rope_freq_scale,
             rope_base_swa: rope_base,
@@ -390,6 +401,19 @@ impl Config {
         cfg.arch_settings(g, sliding_window)?;
         cfg.moe = super::arch::moe_config(g, arch, n_ff, n_layer)?;
         Ok(cfg)
+    }
+
+    /// ALiBi's slope of each head (ggml_soft_max_ext's m0 / m1 powers), empty without ALiBi.
+    pub fn alibi_slopes(&self) -> Vec<f32> {
+        if self.alibi_max_bias <= 0.0 {
+            return Vec::new();
+        }
+        let n_head_log2 = 1u32 << (self.n_head as f32).log2().floor() as u32;
+        let m0 = 2f32.powf(-self.alibi_max_bias / n_head_log2 as f32);
+        let m1 = 2f32.powf(-(self.alibi_max_bias / 2.0) / n_head_log2 as f32);
+        (0..self.n_head as u32)
+            .map(|h| if h < n_head_log2 { m0.powf((h + 1) as f32) } else { m1.powf((2 * (h - n_head_log2) + 1) as f32) })
+            .collect()
     }
 
     /// What follows the output matmul: Granite's scale, then Gemma 2's soft-capping

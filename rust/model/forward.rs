@@ -440,7 +440,8 @@ impl Model {
                     }
                     let b = &mut st.bufs;
                     let mut out = std::mem::take(&mut b[Buf::Attn as usize]);
-                    attention_bidirectional(pool, &shape, &b[Buf::Q as usize][..n * qd], &b[Buf::K as usize][..n * kd], &b[Buf::V as usize][..n * vdim], &seqs, &mut out);
+                    let slopes = c.alibi_slopes();
+                    attention_bidirectional(pool, &shape, &b[Buf::Q as usize][..n * qd], &b[Buf::K as usize][..n * kd], &b[Buf::V as usize][..n * vdim], &seqs, &slopes, &mut out);
                     b[Buf::Attn as usize] = out;
                 }
                 Step::Attention { swa, sinks } => {

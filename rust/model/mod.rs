@@ -72,6 +72,9 @@ pub struct Attention {
 pub enum Ffn {
     Gated { gate: Weight, up: Weight, down: Weight },
     GatedFused { gate_up: Weight, down: Weight },
+    /// With biases (jina-bert-v2's GEGLU): `gate` absent means `up` is the fused [gate; up]
+    /// projection (2·n_ff rows) and its bias covers both halves.
+    GatedBiased { gate: Option<Weight>, up: Weight, up_bias: Option<Vec<f32>>, down: Weight, down_bias: Option<Vec<f32>> },
     Plain { up: Weight, up_bias: Option<Vec<f32>>, down: Weight, down_bias: Option<Vec<f32>> },
     /// A mixture of experts (`Config::moe`).
     Moe(Moe),
@@ -201,13 +204,18 @@ impl Model {
         let (inputs, head) = if c.arch.is_encoder() {
             let inputs = InputExtras {
                 // BERT's absolute positions (RoPE in the others)
-                pos_embd: if c.rope { None } else { Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?) },
+                pos_embd: if c.rope || c.alibi_max_bias > 0.0 { None } else { Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?) },
                 token_type0: ld.opt_first_row("token_types.weight", e)?,
                 norm: layer_norm("token_embd_norm")?,
             };
-            let dense = match ld.opt_matrix("cls.weight", e, e)? {
-                Some(w) => Some((w, ld.opt_vector("cls.bias", e)?)),
-                None => None,
+            // [n_embd → n_embd] before an output projection; jina-reranker-v1's single
+            // [n_embd → 1] layer (still followed by tanh in llama.cpp's rank pooling)
+            let dense = match ld.has("cls.weight") {
+                true => {
+                    let n_out = ld.info("cls.weight")?.n_rows();
+                    Some((ld.matrix("cls.weight", e, n_out)?, ld.opt_vector("cls.bias", n_out)?))
+                }
+                false => None,
             };
             let out = match ld.has("cls.output.weight") {
                 true => {
@@ -271,6 +279,22 @@ impl Model {
                 let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 let up = ld.matrix(&n("ffn_up"), e, c.n_ff)?;
                 Ffn::Plain { up, up_bias: ld.opt_vector(&b("ffn_up"), c.n_ff)?, down, down_bias: ld.opt_vector(&b("ffn_down"), e)? }
+            } else if c.arch == Arch::JinaBertV2 {
+                for extra in ["attn_q_norm", "attn_k_norm", "attn_norm_2"] {
+                    if ld.has(&n(extra)) {
+                        let why = "is a jina-bert-v2 LayerNorm on Q / K or after the attention (jina-embeddings-v2-base-code's), which llamars does not run yet";
+                        return Err(ld.err(&n(extra), why.into()));
+                    }
+                }
+                let gate = ld.opt_matrix(&n("ffn_gate"), e, c.n_ff)?;
+                let f_up = if gate.is_some() { c.n_ff } else { 2 * c.n_ff };
+                Ffn::GatedBiased {
+                    gate,
+                    up: ld.matrix(&n("ffn_up"), e, f_up)?,
+                    up_bias: ld.opt_vector(&b("ffn_up"), f_up)?,
+                    down: ld.matrix(&n("ffn_down"), c.n_ff, e)?,
+                    down_bias: ld.opt_vector(&b("ffn_down"), e)?,
+                }
             } else if c.arch.is_encoder() {
                 let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 // nomic-bert: SwiGLU, and llama.cpp's graph adds no FFN biases

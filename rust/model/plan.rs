@@ -172,16 +172,37 @@ impl Model {
         block_out(&mut s, &l.attn_norms, e, rs, ["post_attention_norm", "attn_post_norm", "sa_out", "attn_output_norm"]);
 
         let x = block_in(&mut s, &l.ffn_norms, e, "ffn_norm");
-        let down = match &l.ffn {
+        let (down, down_bias) = match &l.ffn {
             Ffn::Gated { gate, up, down } => {
                 s.push(Step::MatMul { w: gate, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
                 s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
-                down
+                (down, None)
             }
             Ffn::GatedFused { gate_up, down } => {
                 s.push(Step::MatMul { w: gate_up, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
                 s.push(Step::MatMul { w: gate_up, lo: f, hi: 2 * f, src: x, dst: Up, name: "ffn_up" });
-                down
+                (down, None)
+            }
+            Ffn::GatedBiased { gate, up, up_bias, down, down_bias } => {
+                match gate {
+                    Some(g) => {
+                        s.push(Step::MatMul { w: g, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
+                        s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
+                        if let Some(b) = up_bias {
+                            s.push(Step::AddBias { dst: Up, b, name: "ffn_up.bias" });
+                        }
+                    }
+                    None => {
+                        // one [gate; up] projection whose bias covers both halves
+                        s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Gate, name: "ffn_gate" });
+                        s.push(Step::MatMul { w: up, lo: f, hi: 2 * f, src: x, dst: Up, name: "ffn_up" });
+                        if let Some(b) = up_bias {
+                            s.push(Step::AddBias { dst: Gate, b: &b[..f], name: "ffn_up.bias" });
+                            s.push(Step::AddBias { dst: Up, b: &b[f..], name: "ffn_up.bias" });
+                        }
+                    }
+                }
+                (down, down_bias.as_deref())
             }
             Ffn::Plain { up, up_bias, down, down_bias } => {
                 s.push(Step::MatMul { w: up, lo: 0, hi: f, src: x, dst: Up, name: "ffn_up" });
@@ -229,6 +250,9 @@ impl Model {
         s.push(Step::GatedAct { act: c.activation, width: f });
         s.push(tap(Gate, f, "ffn_geglu"));
         s.push(Step::MatMul { w: down, lo: 0, hi: down.n_out, src: Gate, dst: O, name: "ffn_down" });
+        if let Some(b) = down_bias {
+            s.push(Step::AddBias { dst: O, b, name: "ffn_down.bias" });
+        }
         s.push(tap(O, e, "ffn_out"));
         block_out(&mut s, &l.ffn_norms, e, rs, ["post_ffw_norm", "ffn_post_norm", "l_out", "layer_output_norm"]);
         s

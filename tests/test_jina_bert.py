@@ -1,0 +1,86 @@
+"""jina-bert-v2 (jina-embeddings-v2, jina-reranker-v1) against llama.cpp on tiny generated
+models (tests/tiny_models.py): ALiBi in place of positions, a fused GEGLU projection with
+one bias over both halves, BERT's post-LayerNorm layers, and jina-reranker-v1's single
+[n_embd → 1] classifier layer. Reference: tests/fixtures/minilm_llamacpp.json (its `tiny`
+part), made by scripts/parity/encoder_reference.py."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tiny_models
+
+from llamars import Engine
+from llamars.errors import ModelLoadError
+
+TINY = json.loads((Path(__file__).parent / "fixtures" / "minilm_llamacpp.json").read_text())["tiny"]
+
+
+def _engine(path: Path, key: str) -> Engine:
+    if hashlib.sha256(path.read_bytes()).hexdigest() != TINY["models"][key]["sha256"]:
+        pytest.skip(f"{key}: this gguf package writes the tiny model differently from the reference's")
+    return Engine(str(path), n_threads=2)
+
+
+def _cos(a, b) -> np.ndarray:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
+
+
+@pytest.mark.parametrize("ty,bound", [("F32", 0.99999), ("F16", 0.99999), ("Q8_0", 0.9999)])
+def test_embeddings_match_llama_cpp(tmp_path, ty, bound):
+    m = TINY["models"][f"jina-{ty}"]
+    path = tmp_path / f"jina-{ty}.gguf"
+    tiny_models.write_bert_model(path, ty, arch="jina-bert-v2")
+    e = _engine(path, f"jina-{ty}")
+    try:
+        assert e.info["arch"] == "jina-bert-v2" and e.info["encoder"]
+        assert [e.tokenize(t) for t in TINY["texts"]] == m["tokens"]
+        got = np.array([r[0] for r in e.embed(TINY["texts"])])
+        c = _cos(got, m["embeddings"])
+        assert c.min() >= bound, f"{ty}: cosine {np.round(c, 7).tolist()}"
+    finally:
+        e.close()
+
+
+def test_alibi_is_what_tells_positions_apart(tmp_path):
+    """Without a position table, only ALiBi makes the order of tokens matter."""
+    path = tmp_path / "jina-F32.gguf"
+    tiny_models.write_bert_model(path, "F32", arch="jina-bert-v2")
+    e = Engine(str(path), n_threads=2)
+    try:
+        a, b = (np.asarray(e.embed(t)[0][0]) for t in ("hello world water", "water world hello"))
+        assert _cos(a, b) < 0.9999
+    finally:
+        e.close()
+
+
+def test_single_layer_reranker_matches_llama_cpp(tmp_path):
+    from llamars.rerank import pair_ids
+
+    m = TINY["models"]["jina-rerank-F32"]
+    path = tmp_path / "jina-rerank.gguf"
+    tiny_models.write_bert_model(path, "F32", reranker=True, arch="jina-bert-v2")
+    e = _engine(path, "jina-rerank-F32")
+    try:
+        assert [pair_ids(e, TINY["query"], d) for d in TINY["documents"]] == m["pairs"]
+        ranked = e.rerank(TINY["query"], TINY["documents"])
+        got = {r["index"]: r["relevance_score"] for r in ranked}
+        assert max(abs(got[i] - s) for i, s in enumerate(m["scores"])) <= 1e-4, (got, m["scores"])
+        assert [r["index"] for r in ranked] == sorted(range(len(m["scores"])), key=lambda i: -m["scores"][i])
+    finally:
+        e.close()
+
+
+def test_unsupported_jina_norms_are_refused_naming_the_tensor(tmp_path):
+
+    kvs = tiny_models.bert_kvs(False, "jina-bert-v2")
+    ts = tiny_models.bert_tensors("F32", False, arch="jina-bert-v2")
+    ts.append(tiny_models.make_vector("blk.0.attn_q_norm.weight", np.ones(tiny_models.BERT.n_embd)))
+    path = tmp_path / "jina-qnorm.gguf"
+    tiny_models.write_gguf(path, kvs, ts)
+    with pytest.raises(ModelLoadError, match="blk.0.attn_q_norm.weight"):
+        Engine(str(path), n_threads=1)
