@@ -274,7 +274,10 @@ def test_prio_low_renices_the_process():
     code = ("import os; from llamars.config import ServerConfig; from llamars.process import apply_process_settings;"
             "apply_process_settings(ServerConfig(prio=-1)); print(os.getpriority(os.PRIO_PROCESS, 0))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == str(min(19, os.getpriority(os.PRIO_PROCESS, 0) + 5)), out.stderr
+    # llama.cpp's low priority is nice 5 (an absolute value); lowering the niceness of an
+    # already nicer process needs privileges, so such a process keeps its own
+    now = os.getpriority(os.PRIO_PROCESS, 0)
+    assert out.stdout.strip() == str(5 if now <= 5 or os.geteuid() == 0 else now), out.stderr
 
 
 def test_log_lines(tmp_path, capsys):

@@ -495,6 +495,10 @@ def bert_kvs(reranker: bool, arch: str = "bert") -> List[KV]:
     tokens, types = wpm_vocab()
     a = arch
     rope = [KV(f"{a}.rope.freq_base", VT.FLOAT32, 1000.0)] if arch == "nomic-bert" else []
+    if arch == "modern-bert":
+        # a global layer, then a local one with a symmetric window of ±2 tokens
+        rope = [KV(f"{a}.rope.freq_base", VT.FLOAT32, 160000.0), KV(f"{a}.rope.freq_base_swa", VT.FLOAT32, 10000.0),
+                KV(f"{a}.attention.sliding_window", VT.UINT32, 4)]
     return rope + [
         KV("general.architecture", VT.STRING, a),
         KV("general.name", VT.STRING, f"tiny-{arch}-reranker" if reranker else f"tiny-{arch}"),
@@ -541,6 +545,8 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") 
         return [vec(name + ".weight", e, 1.0, 0.1), vec(name + ".bias", e, 0.0, 0.1)]
 
     nomic, jina = arch == "nomic-bert", arch == "jina-bert-v2"
+    if arch == "modern-bert":
+        return _modern_bert_tensors(wtype, rng)
     ts = [make_weight("token_embd.weight", wtype, e, nv, 0.5, rng),
           make_weight("token_types.weight", "F32", e, 2, 0.5, rng), *ln("token_embd_norm")]
     if not nomic and not jina:
@@ -569,6 +575,28 @@ def bert_tensors(wtype: str, reranker: bool, seed: int = 0, arch: str = "bert") 
         ts += [make_weight("cls.weight", "F32", e, e, 0.1, rng), vec("cls.bias", e, sd=0.1),
                make_weight("cls.output.weight", "F32", e, 1, 0.3, rng), vec("cls.output.bias", 1, sd=0.1)]
     return ts
+
+
+def _modern_bert_tensors(wtype: str, rng: np.random.Generator) -> List[Tensor]:
+    """ModernBERT: pre-LayerNorms without biases (none before the first layer's attention),
+    a fused QKV projection and a fused [gate; up] GEGLU projection without biases, a final
+    norm."""
+    s = BERT
+    e, F = s.n_embd, s.n_ff
+    nv = len(wpm_vocab()[0])
+
+    def norm(name):
+        return make_vector(name, 1.0 + 0.1 * rng.standard_normal(e))
+
+    ts = [make_weight("token_embd.weight", wtype, e, nv, 0.5, rng), norm("token_embd_norm.weight")]
+    for il in range(s.n_layer):
+        p = f"blk.{il}."
+        if il:
+            ts.append(norm(p + "attn_norm.weight"))
+        ts += [make_weight(p + "attn_qkv.weight", wtype, e, 3 * e, STD_QK * 1.5, rng), make_weight(p + "attn_output.weight", wtype, e, e, STD_OTHER * 2, rng),
+               norm(p + "ffn_norm.weight"), make_weight(p + "ffn_up.weight", wtype, e, 2 * F, STD_OTHER * 2, rng),
+               make_weight(p + "ffn_down.weight", wtype, F, e, STD_OTHER * 2, rng)]
+    return ts + [norm("output_norm.weight")]
 
 
 def write_bert_model(path, wtype: str = "F32", reranker: bool = False, seed: int = 0, arch: str = "bert") -> Layout:

@@ -160,7 +160,8 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
 /// (`spans`: (first row, length)) sees every token of it. q, k, v: [n_tokens, heads·dim];
 /// out: [n_tokens, n_head·v_head_dim]. With ALiBi (`alibi`: a slope per head, else
 /// empty), head h adds slope_h · -|i - j| to the scaled score, as ggml's soft_max does
-/// with llama.cpp's ALiBi mask.
+/// with llama.cpp's ALiBi mask. A window (`s.window`, ModernBERT's local layers) is
+/// symmetric: keys with |i - j| > window / 2 are masked (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &[f32], v: &[f32], spans: &[(usize, usize)], alibi: &[f32], out: &mut [f32]) {
     let (hd, vd) = (s.head_dim, s.v_head_dim);
@@ -184,6 +185,9 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
         let mut scores: Vec<f32> = (0..n)
             .map(|j| {
                 let kj = &k[(t0 + j) * kdim + g * hd..][..hd];
+                if s.window.is_some_and(|w| i.abs_diff(j) > w / 2) {
+                    return f32::NEG_INFINITY;
+                }
                 let x = s.score(dot8(qh, kj));
                 match slope {
                     Some(m) => x + m * -(i.abs_diff(j) as f32),

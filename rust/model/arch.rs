@@ -145,6 +145,28 @@ impl Config {
             }
             // ggml_gelu (the tanh form) in the ungated FFN
             Arch::Bert | Arch::JinaBertV2 => self.activation = Activation::GeluTanh,
+            Arch::ModernBert => {
+                if window > 0 {
+                    // global layers first in each period of 3 (llama.cpp's dense_first), or
+                    // the file's per-layer list
+                    self.sliding_window = window;
+                    let k = key(a, "attention.sliding_window_pattern");
+                    self.swa_layers = match g.get(&k) {
+                        Some(v) if v.as_u64().is_none() => swa_pattern(g, a, n_layer, 3)?,
+                        v => {
+                            let p = v.and_then(|v| v.as_u64()).unwrap_or(3) as usize;
+                            (0..n_layer).map(|il| p == 0 || il % p != 0).collect()
+                        }
+                    };
+                    self.rope_base_swa = opt_f("rope.freq_base_swa").unwrap_or(self.rope_base);
+                }
+                let act = g.get(&key(a, "hidden_activation")).and_then(|v| v.as_str()).unwrap_or("gelu");
+                self.activation = match act {
+                    "gelu" | "geglu" => Activation::GeluTanh,
+                    "silu" | "swish" | "swiglu" => Activation::Silu,
+                    other => return Err(bad("hidden_activation", format!("= {other:?}; llamars runs gelu / geglu and silu / swiglu"))),
+                };
+            }
             Arch::Granite | Arch::GraniteMoe => {
                 // llama.cpp reads logit_scale as required, the others as optional (0 = unset)
                 let logit = opt_f("logit_scale").ok_or_else(|| bad("logit_scale", "is required for Granite models".into()))?;

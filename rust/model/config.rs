@@ -18,6 +18,10 @@ pub enum Arch {
     /// jina-bert-v2 (jina-embeddings-v2, jina-reranker-v1): BERT's post-LayerNorm layers
     /// with ALiBi instead of positions and a GEGLU FFN with biases.
     JinaBertV2,
+    /// ModernBERT (and Granite Embedding R2): pre-LayerNorms without biases, RoPE with a
+    /// local base on the sliding-window layers (a symmetric window, every 3rd layer global
+    /// from the first), a fused GEGLU (or SwiGLU) FFN, a final norm.
+    ModernBert,
     /// Qwen 3 with a mixture of experts in every layer (Qwen3-30B-A3B).
     Qwen3Moe,
     /// Qwen 1.5 / 2 MoE: routed experts plus a shared expert with a sigmoid gate.
@@ -56,7 +60,7 @@ pub enum Arch {
 pub const SUPPORTED_ARCHS: &[&str] = &[
     "llama", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "olmo2", "exaone4", "smollm3", "glm4", "granite", "qwen3moe", "qwen2moe", "olmoe",
     "granitemoe", "gpt-oss", "mistral3", "cohere2", "bert", "nomic-bert",
-    "jina-bert-v2",
+    "jina-bert-v2", "modern-bert",
 ];
 
 impl Arch {
@@ -70,6 +74,7 @@ impl Arch {
             "bert" => Arch::Bert,
             "nomic-bert" => Arch::NomicBert,
             "jina-bert-v2" => Arch::JinaBertV2,
+            "modern-bert" => Arch::ModernBert,
             "qwen3moe" => Arch::Qwen3Moe,
             "qwen2moe" => Arch::Qwen2Moe,
             "olmoe" => Arch::Olmoe,
@@ -97,6 +102,7 @@ impl Arch {
             Arch::Bert => "bert",
             Arch::NomicBert => "nomic-bert",
             Arch::JinaBertV2 => "jina-bert-v2",
+            Arch::ModernBert => "modern-bert",
             Arch::Qwen3Moe => "qwen3moe",
             Arch::Qwen2Moe => "qwen2moe",
             Arch::Olmoe => "olmoe",
@@ -115,7 +121,7 @@ impl Arch {
 
     /// An encoder: hidden states out, no language-model head.
     pub fn is_encoder(self) -> bool {
-        matches!(self, Arch::Bert | Arch::NomicBert | Arch::JinaBertV2)
+        matches!(self, Arch::Bert | Arch::NomicBert | Arch::JinaBertV2 | Arch::ModernBert)
     }
 }
 

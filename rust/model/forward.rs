@@ -252,7 +252,7 @@ impl Model {
         }
         let out_norm = match &self.head {
             Head::Lm { norm, .. } => Some(norm),
-            Head::Encoder { .. } if hidden => None,
+            Head::Encoder { norm, .. } if hidden => norm.as_ref(),
             Head::Encoder { .. } => return Err(self.lm_head().err().unwrap_or_else(|| Error::Internal("encoder without a head".into()))),
         };
         let x = &mut st.bufs[Buf::X as usize];
@@ -427,8 +427,10 @@ impl Model {
                         }
                     }
                 }
-                Step::Attention { .. } if !c.causal => {
-                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window: None, softcap: c.attn_softcap, sinks: None };
+                Step::Attention { swa, .. } if !c.causal => {
+                    // ModernBERT's local layers: a symmetric window
+                    let window = if swa && c.sliding_window > 0 { Some(c.sliding_window) } else { None };
+                    let shape = AttnShape { n_head: c.n_head, n_head_kv: c.n_head_kv, head_dim: hd, v_head_dim: vd, scale: c.kq_scale, window, softcap: c.attn_softcap, sinks: None };
                     let mut seqs = Vec::with_capacity(spans.len());
                     let mut t0 = 0;
                     for sp in spans {

@@ -163,10 +163,11 @@ pub struct Classifier {
 }
 
 /// What follows the last layer: a decoder's final norm and vocabulary projection, or an
-/// encoder's hidden states as they are (and its classifier, if it has one).
+/// encoder's hidden states, through its final norm if it has one (ModernBERT), and its
+/// classifier, if it has one.
 pub enum Head {
     Lm { norm: Norm, output: Weight },
-    Encoder { classifier: Option<Classifier> },
+    Encoder { classifier: Option<Classifier>, norm: Option<Norm> },
 }
 
 pub struct Model {
@@ -201,12 +202,15 @@ impl Model {
             }
         };
         let rms = |name: &str| -> Result<Option<Norm>> { Ok(ld.opt_vector(name, e)?.map(Norm::Rms)) };
+        // ModernBERT's LayerNorms carry no bias
+        let modern = c.arch == Arch::ModernBert;
+        let ln_weight_only = |name: &str| -> Result<Option<Norm>> { Ok(ld.opt_vector(name, e)?.map(|w| Norm::Layer { w, b: None })) };
         let (inputs, head) = if c.arch.is_encoder() {
             let inputs = InputExtras {
                 // BERT's absolute positions (RoPE in the others)
                 pos_embd: if c.rope || c.alibi_max_bias > 0.0 { None } else { Some(ld.matrix("position_embd.weight", e, c.n_ctx_train)?) },
                 token_type0: ld.opt_first_row("token_types.weight", e)?,
-                norm: layer_norm("token_embd_norm")?,
+                norm: if modern { ln_weight_only("token_embd_norm.weight")? } else { layer_norm("token_embd_norm")? },
             };
             // [n_embd → n_embd] before an output projection; jina-reranker-v1's single
             // [n_embd → 1] layer (still followed by tanh in llama.cpp's rank pooling)
@@ -225,7 +229,12 @@ impl Model {
                 false => None,
             };
             let classifier = if dense.is_some() || out.is_some() { Some(Classifier { dense, out }) } else { None };
-            (inputs, Head::Encoder { classifier })
+            if modern && classifier.is_some() {
+                let why = "is a ModernBERT classifier head (mean pooling, GELU and a head norm), which llamars does not run yet";
+                return Err(ld.err(if ld.has("cls.weight") { "cls.weight" } else { "cls.output.weight" }, why.into()));
+            }
+            let norm = if modern { Some(ln_weight_only("output_norm.weight")?.ok_or_else(|| ld.missing("output_norm.weight"))?) } else { None };
+            (inputs, Head::Encoder { classifier, norm })
         } else {
             let norm = match c.arch {
                 // Cohere 2: LayerNorm without a bias
@@ -279,6 +288,9 @@ impl Model {
                 let down = ld.matrix(&n("ffn_down"), c.n_ff, e)?;
                 let up = ld.matrix(&n("ffn_up"), e, c.n_ff)?;
                 Ffn::Plain { up, up_bias: ld.opt_vector(&b("ffn_up"), c.n_ff)?, down, down_bias: ld.opt_vector(&b("ffn_down"), e)? }
+            } else if modern {
+                // one [gate; up] projection, GEGLU or SwiGLU (`hidden_activation`), no biases
+                Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down: ld.matrix(&n("ffn_down"), c.n_ff, e)? }
             } else if c.arch == Arch::JinaBertV2 {
                 for extra in ["attn_q_norm", "attn_k_norm", "attn_norm_2"] {
                     if ld.has(&n(extra)) {
@@ -306,7 +318,11 @@ impl Model {
                     None => Ffn::GatedFused { gate_up: ld.matrix(&n("ffn_up"), e, 2 * c.n_ff)?, down },
                 }
             };
-            let (attn_norms, ffn_norms) = if c.arch.is_encoder() {
+            let (attn_norms, ffn_norms) = if modern {
+                // pre-norms; the first layer's attention reads its input as it is
+                let ffn = ln_weight_only(&n("ffn_norm"))?.ok_or_else(|| ld.missing(&n("ffn_norm")))?;
+                (Norms { pre: ln_weight_only(&n("attn_norm"))?, ..Default::default() }, Norms { pre: Some(ffn), ..Default::default() })
+            } else if c.arch.is_encoder() {
                 let need = |name: &str| -> Result<Option<Norm>> {
                     match layer_norm(&t(name))? {
                         Some(x) => Ok(Some(x)),
@@ -363,7 +379,7 @@ impl Model {
     /// An encoder's classification head (rerankers); other models have none.
     pub fn classifier(&self) -> Result<&Classifier> {
         match &self.head {
-            Head::Encoder { classifier: Some(c) } => Ok(c),
+            Head::Encoder { classifier: Some(c), .. } => Ok(c),
             _ => Err(Error::NotSupported(format!(
                 "{} has no classification head (cls.weight / cls.output.weight): it is not a reranker",
                 self.gguf.path().display()

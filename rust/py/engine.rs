@@ -472,7 +472,7 @@ impl PyEngine {
         d.set_item("add_eos", v.add_eos)?;
         d.set_item("add_sep", v.add_sep)?;
         d.set_item("sep", v.sep)?;
-        d.set_item("classifier", matches!(&e.model.head, crate::model::Head::Encoder { classifier: Some(_) }))?;
+        d.set_item("classifier", matches!(&e.model.head, crate::model::Head::Encoder { classifier: Some(_), .. }))?;
         d.set_item("chat_template", g.get("tokenizer.chat_template").and_then(|v| v.as_str()))?;
         // named variants: tokenizer.chat_template.<name> (e.g. tool_use, rag)
         let variants = PyDict::new(py);

