@@ -55,10 +55,11 @@ impl fmt::Display for Error {
             ),
             Error::UnsupportedTensorType { path, tensor, type_name } => write!(
                 f,
-                "{}: tensor '{}' has type {} which has no compute kernel yet; re-quantize the model to a supported type",
+                "{}: tensor '{}' has type {} which has no compute kernel yet; re-quantize the model to a supported type ({})",
                 path.display(),
                 tensor,
-                type_name
+                type_name,
+                crate::quant::GgmlType::supported_names().join(", ")
             ),
             Error::Tensor { path, tensor, what } => {
                 write!(f, "{}: tensor '{}': {}", path.display(), tensor, what)

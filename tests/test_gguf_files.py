@@ -361,6 +361,8 @@ def test_known_tensor_type_without_kernel(tmp_path):
     assert ("blk.1.ffn_down.weight", "IQ2_XXS") in [(t[0], t[1]) for t in info["tensors"]]
     msg = load_error(p)
     assert "blk.1.ffn_down.weight" in msg and "IQ2_XXS" in msg
+    # and what would load instead
+    assert "Q4_K" in msg and "TQ2_0" in msg
     assert p.name in msg, f"message does not name the file: {msg}"
 
 

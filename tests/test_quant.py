@@ -35,7 +35,11 @@ BLOCKS = {
     "IQ4_XS": (256, 136, [0], []),
     # byte 0 is an E8M0 exponent, not an f16 field (random_weights keeps it sane)
     "MXFP4": (32, 17, [], []),
+    # ternary: codes (value + 1) in the bytes before the f16 d (TQ2_0's code 3 is value 2)
+    "TQ1_0": (256, 54, [52], []),
+    "TQ2_0": (256, 66, [64], []),
 }
+TERNARY = ("TQ1_0", "TQ2_0")
 FLOATS = ("F32", "F16", "BF16")
 TYPES = list(FLOATS) + list(BLOCKS)
 
@@ -146,6 +150,12 @@ def test_vec_dot_matches_gguf_dequantized_dot(name, isa):
             w0 = w.reshape(-1, BLOCKS[name][1]).copy()
             for off in mins:
                 w0[:, off : off + 2] = 0
+            x0 = gguf_reference(name, w0.reshape(-1)).astype(np.float64)
+        elif name in TERNARY:
+            # the kernels subtract the activation sums for the `- 1` of every code, lane by
+            # lane: partial sums reach |d| · |a| per element (all-zero codes dequantize to -d)
+            w0 = w.reshape(-1, BLOCKS[name][1]).copy()
+            w0[:, : BLOCKS[name][2][0]] = 0
             x0 = gguf_reference(name, w0.reshape(-1)).astype(np.float64)
         else:
             x0 = x

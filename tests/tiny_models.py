@@ -171,7 +171,7 @@ def write_gguf(path, kvs, tensors, **kw) -> Layout:
 # ---------------------------------------------------------------- weights
 
 #: Every weight type the engine computes with.
-WEIGHT_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"]
+WEIGHT_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0"]
 
 # Byte offsets of the f16 scale fields in one block (ggml-common.h); the second
 # entry, when present, is the `dmin` field subtracted as dmin * min.

@@ -164,7 +164,10 @@ impl GgufFile {
             let ty_at = c.pos;
             let ty_id = c.u32(&what)?;
             let ty = GgmlType::from_id(ty_id)
-                .ok_or_else(|| c.err(ty_at, format!("{what}: unknown tensor type {ty_id}")))?;
+                .ok_or_else(|| {
+                    let known = GgmlType::supported_names().join(", ");
+                    c.err(ty_at, format!("{what}: unknown tensor type {ty_id} (llamars computes {known})"))
+                })?;
             let off_at = c.pos;
             let offset = c.u64(&what)?;
             if offset % alignment != 0 {

@@ -15,6 +15,7 @@
 use super::blocks::*;
 use super::avx2_k::*;
 use super::avx2_q::*;
+use super::avx2_tq::*;
 use super::f16::f16_to_f32;
 use super::scalar_k::KVALUES_IQ4NL;
 use super::{DotFn, DotRowsFn, GgmlType};
@@ -48,6 +49,8 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
         IQ4_NL => dot_iq4_nl,
         MXFP4 => dot_mxfp4,
         IQ4_XS => dot_iq4_xs,
+        TQ1_0 => dot_tq1_0,
+        TQ2_0 => dot_tq2_0,
         _ => return None,
     })
 }
@@ -175,6 +178,8 @@ wrappers! {
     dot_q5_k_tiled => q5_k_tiled, QK_K, Q5_K_BYTES, Q8_K_BYTES;
     dot_iq4_xs => iq4_xs_vec, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
     dot_iq4_xs_tiled => iq4_xs_tiled, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
+    dot_tq1_0 => tq1_0_q8_k, QK_K, TQ1_0_BYTES, Q8_K_BYTES;
+    dot_tq2_0 => tq2_0_q8_k, QK_K, TQ2_0_BYTES, Q8_K_BYTES;
 }
 
 row_wrappers! {

@@ -126,6 +126,22 @@ pub struct BlockIQ4XS {
     pub qs: [u8; QK_K / 2],
 }
 
+/// TQ1_0 (ternary, 1.6875 bits): 48 bytes of five base-3 digits each (elements 0..240, as
+/// `q · 3^n` fixed-point fractions), 4 bytes of four digits (elements 240..256), f16 `d`.
+#[repr(C)]
+pub struct BlockTQ1_0 {
+    pub qs: [u8; (QK_K - 4 * QK_K / 64) / 5],
+    pub qh: [u8; QK_K / 64],
+    pub d: F16,
+}
+
+/// TQ2_0 (ternary, 2.0625 bits): 2-bit codes 0..2 (value = code - 1), f16 `d`.
+#[repr(C)]
+pub struct BlockTQ2_0 {
+    pub qs: [u8; QK_K / 4],
+    pub d: F16,
+}
+
 pub const Q4_0_BYTES: usize = size_of::<BlockQ4_0>();
 pub const Q4_1_BYTES: usize = size_of::<BlockQ4_1>();
 pub const Q5_0_BYTES: usize = size_of::<BlockQ5_0>();
@@ -141,6 +157,8 @@ pub const Q8_K_BYTES: usize = size_of::<BlockQ8K>();
 pub const IQ4_NL_BYTES: usize = size_of::<BlockIQ4NL>();
 pub const IQ4_XS_BYTES: usize = size_of::<BlockIQ4XS>();
 pub const MXFP4_BYTES: usize = size_of::<BlockMXFP4>();
+pub const TQ1_0_BYTES: usize = size_of::<BlockTQ1_0>();
+pub const TQ2_0_BYTES: usize = size_of::<BlockTQ2_0>();
 
 /// Where a Q8_K block's values and 16-element sums start.
 pub const Q8_K_QS: usize = offset_of!(BlockQ8K, qs);
@@ -152,6 +170,7 @@ const _: () = {
     assert!(Q8_0_BYTES == 34 && Q8_1_BYTES == 36 && IQ4_NL_BYTES == 18 && MXFP4_BYTES == 17);
     assert!(Q2_K_BYTES == 84 && Q3_K_BYTES == 110 && Q4_K_BYTES == 144 && Q5_K_BYTES == 176 && Q6_K_BYTES == 210);
     assert!(Q8_K_BYTES == 292 && Q8_K_QS == 4 && Q8_K_BSUMS == 260 && IQ4_XS_BYTES == 136);
+    assert!(TQ1_0_BYTES == 54 && TQ2_0_BYTES == 66);
 };
 
 /// The block sizes and field offsets above as WGSL constants (`<TYPE>_BYTES`,
@@ -202,6 +221,11 @@ pub fn wgsl_constants() -> String {
         ("IQ4_XS_QS", offset_of!(BlockIQ4XS, qs)),
         ("MXFP4_BYTES", MXFP4_BYTES),
         ("MXFP4_QS", offset_of!(BlockMXFP4, qs)),
+        ("TQ1_0_BYTES", TQ1_0_BYTES),
+        ("TQ1_0_QH", offset_of!(BlockTQ1_0, qh)),
+        ("TQ1_0_D", offset_of!(BlockTQ1_0, d)),
+        ("TQ2_0_BYTES", TQ2_0_BYTES),
+        ("TQ2_0_D", offset_of!(BlockTQ2_0, d)),
     ];
     rows.iter().map(|(name, v)| format!("const {name}: u32 = {v}u;\n")).collect()
 }

@@ -2,7 +2,8 @@
 //! quantization (Q8_0 / Q8_1 / Q8_K, as llama.cpp does it) and dot-product kernels.
 //!
 //! Every supported weight type `T` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
-//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS) has:
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, and the ternary TQ1_0, TQ2_0 in
+//! `ternary.rs` / `avx2_tq.rs`) has:
 //! - `dequantize(T, blocks, out)`: the scalar reference (`scalar.rs`, `scalar_k.rs`), equal
 //!   bit for bit to ggml's `dequantize_row_*` (and to gguf-py; see tests/test_quant.py);
 //! - `vec_dot_type(T)`: the activation format it is dotted against (llama.cpp's `vec_dot_type`),
@@ -14,7 +15,7 @@
 //! | ISA      | files                        | types |
 //! |----------|------------------------------|-------|
 //! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
-//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs | all supported types (AVX2 + FMA + F16C) |
+//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs | all supported types (AVX2 + FMA + F16C) |
 //! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
 //! | neon     | neon.rs                      | Q8_0, Q5_0, Q4_K, Q6_K (baseline aarch64 NEON); others scalar |
 //!
@@ -32,7 +33,7 @@
 //! the same bytes as the scalar `activation.rs`.
 //!
 //! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
-//! Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0 and TQ2_0 the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
 //! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, [`batch_tokens`] for its batch orders and
 //! [`row_chain`] for its repacked Q4_0 / IQ4_NL),
 //! and every x86 kernel equals the scalar reference bit for bit; the other types (and NEON)
@@ -51,6 +52,8 @@ mod avx2_q;
 #[cfg(target_arch = "x86_64")]
 mod avx2_tile;
 #[cfg(target_arch = "x86_64")]
+mod avx2_tq;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_packed;
@@ -66,6 +69,7 @@ pub mod quantize_ref;
 mod neon;
 pub mod scalar;
 pub mod scalar_k;
+pub mod ternary;
 #[cfg(test)]
 pub(crate) mod tests;
 #[cfg(test)]
@@ -146,7 +150,7 @@ pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     match ty {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS => Q8_K,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS | TQ1_0 | TQ2_0 => Q8_K,
         F16 => F16,
         BF16 => BF16,
         _ => F32,

@@ -37,6 +37,8 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
             Q8_K => deq_q8_k(b, y),
             Q4_K => deq_q4_k(b, y),
             Q6_K => deq_q6_k(b, y),
+            TQ1_0 => super::ternary::deq_tq1_0(b, y),
+            TQ2_0 => super::ternary::deq_tq2_0(b, y),
             _ => super::scalar_k::dequantize_block(ty, b, y),
         }
     }
@@ -195,6 +197,8 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
         Q8_0 => dot_q8_0_q8_0,
         Q4_K => dot_q4_k_q8_k,
         Q6_K => dot_q6_k_q8_k,
+        TQ1_0 => super::ternary::dot_tq1_0_q8_k,
+        TQ2_0 => super::ternary::dot_tq2_0_q8_k,
         _ => return super::scalar_k::dot(ty),
     })
 }

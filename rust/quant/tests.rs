@@ -17,9 +17,9 @@ const REL_VIA_DEQUANT: f32 = 1e-5;
 /// rounding (2^-11 relative) multiplies the weight minimum.
 const REL_VIA_DEQUANT_Q8_1: f32 = 1e-3;
 
-pub(crate) const WEIGHT_TYPES: [GgmlType; 16] = {
+pub(crate) const WEIGHT_TYPES: [GgmlType; 18] = {
     use GgmlType::*;
-    [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4]
+    [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0]
 };
 
 /// splitmix64: deterministic, no crate.
@@ -71,6 +71,8 @@ fn f16_fields(ty: GgmlType) -> &'static [usize] {
         Q2_K => &[80, 82],
         Q3_K => &[108],
         Q6_K => &[208],
+        TQ1_0 => &[52],
+        TQ2_0 => &[64],
         _ => &[],
     }
 }
@@ -159,6 +161,14 @@ fn magnitude(ty: GgmlType, w: &[u8], a: &[u8], n: usize) -> f32 {
             for &o in min_fields(ty) {
                 blk[o..o + 2].fill(0);
             }
+        }
+    }
+    if matches!(ty, GgmlType::TQ1_0 | GgmlType::TQ2_0) {
+        // ternary codes are value + 1: the kernels subtract the activation sums (the `- 1`,
+        // lane by lane), a term of |d| · |a| per element; all-zero codes dequantize to -d
+        let ts = ty.type_size();
+        for blk in w0.chunks_exact_mut(ts) {
+            blk[..ts - 2].fill(0);
         }
     }
     let x0 = deq(ty, &w0, n);

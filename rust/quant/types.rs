@@ -148,8 +148,8 @@ impl GgmlType {
             I32 => (1, 4),
             I64 | F64 => (1, 8),
             IQ1_M => (256, 56),
-            TQ1_0 => (256, 54),
-            TQ2_0 => (256, 66),
+            TQ1_0 => (QK_K, TQ1_0_BYTES),
+            TQ2_0 => (QK_K, TQ2_0_BYTES),
             MXFP4 => (QK, MXFP4_BYTES),
         }
     }
@@ -211,7 +211,12 @@ impl GgmlType {
         use GgmlType::*;
         matches!(
             self,
-            F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_NL | IQ4_XS | MXFP4
+            F32 | F16 | BF16 | Q4_0 | Q4_1 | Q5_0 | Q5_1 | Q8_0 | Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_NL | IQ4_XS | MXFP4 | TQ1_0 | TQ2_0
         )
+    }
+
+    /// The names of the supported types ([`Self::is_supported`]), in GGUF id order.
+    pub fn supported_names() -> Vec<&'static str> {
+        (0..64).filter_map(GgmlType::from_id).filter(|t| t.is_supported()).map(GgmlType::name).collect()
     }
 }

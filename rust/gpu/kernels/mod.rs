@@ -47,6 +47,8 @@ pub fn quant_name(ty: GgmlType) -> Option<&'static str> {
         IQ4_NL => "iq4_nl",
         IQ4_XS => "iq4_xs",
         MXFP4 => "mxfp4",
+        TQ1_0 => "tq1_0",
+        TQ2_0 => "tq2_0",
         _ => return None,
     })
 }

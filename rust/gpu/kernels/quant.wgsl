@@ -225,3 +225,33 @@ fn dq4_iq4_xs(rb: u32, k: u32) -> vec4<f32> {
     let dl = ld_f16(bo) * f32(i32(ls) - 32);
     return dl * iq4_lut(nib4(bo + IQ4_XS_QS + ib * 16u + (j % 16u), j >= 16u));
 }
+
+var<private> POW3: array<u32, 5> = array<u32, 5>(1u, 3u, 9u, 27u, 81u);
+
+// TQ1_0 (256): qs[48] (five base-3 digits per byte: elements 32n + m of bytes 0..32, then
+// 160 + 16n + m of bytes 32..48), qh[4] (four digits: elements 240 + 4n + j), d f16; the
+// digit n of byte q is ((q · 3^n mod 256) · 3) >> 8, the value digit − 1.
+fn dq4_tq1_0(rb: u32, k: u32) -> vec4<f32> {
+    let bo = rb + (k / 256u) * TQ1_0_BYTES;
+    let kk = k % 256u;
+    var at = bo + kk % 32u;
+    var n = kk / 32u;
+    if (kk >= 240u) {
+        at = bo + TQ1_0_QH;
+        n = (kk - 240u) / 4u;
+    } else if (kk >= 160u) {
+        at = bo + 32u + (kk - 160u) % 16u;
+        n = (kk - 160u) / 16u;
+    }
+    let q = (((b4(at) * POW3[n]) & vec4<u32>(0xffu)) * 3u) >> vec4<u32>(8u);
+    return ld_f16(bo + TQ1_0_D) * (vec4<f32>(q) - 1.0);
+}
+
+// TQ2_0 (256): qs[64] (byte 32c + m holds elements 128c + 32l + m at bits 2l), d f16; the
+// value is the 2-bit code − 1.
+fn dq4_tq2_0(rb: u32, k: u32) -> vec4<f32> {
+    let bo = rb + (k / 256u) * TQ2_0_BYTES;
+    let kk = k % 256u;
+    let q = (b4(bo + 32u * (kk / 128u) + kk % 32u) >> vec4<u32>(2u * ((kk % 128u) / 32u))) & vec4<u32>(3u);
+    return ld_f16(bo + TQ2_0_D) * (vec4<f32>(q) - 1.0);
+}
