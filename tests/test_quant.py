@@ -38,6 +38,12 @@ BLOCKS = {
     # ternary: codes (value + 1) in the bytes before the f16 d (TQ2_0's code 3 is value 2)
     "TQ1_0": (256, 54, [52], []),
     "TQ2_0": (256, 66, [64], []),
+    # grid types: every byte pattern indexes a valid grid entry
+    "IQ2_XXS": (256, 66, [0], []),
+    "IQ2_XS": (256, 74, [0], []),
+    "IQ2_S": (256, 82, [0], []),
+    "IQ3_XXS": (256, 98, [0], []),
+    "IQ3_S": (256, 110, [0], []),
 }
 TERNARY = ("TQ1_0", "TQ2_0")
 FLOATS = ("F32", "F16", "BF16")
@@ -185,6 +191,17 @@ def test_rejects_bad_lengths_and_types():
     with pytest.raises(core.InvalidRequestError):
         core.dequantize("Q4_K", b"\0" * 143, 256)
     with pytest.raises(core.InvalidRequestError):
-        core.dequantize("IQ2_XXS", b"\0" * 66, 256)
+        core.dequantize("IQ1_S", b"\0" * 50, 256)
     with pytest.raises(core.InvalidRequestError):
         core.vec_dot("Q8_0", b"\0" * 34, [0.0] * 31, "scalar")
+
+
+def test_iq_grid_tables_equal_the_gguf_packages():
+    """rust/quant/grids/*.bin (compiled into the kernels) hold gguf's copies of ggml's grids."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gen_iq_grids.py"
+    out = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

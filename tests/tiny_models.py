@@ -171,7 +171,8 @@ def write_gguf(path, kvs, tensors, **kw) -> Layout:
 # ---------------------------------------------------------------- weights
 
 #: Every weight type the engine computes with.
-WEIGHT_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0"]
+WEIGHT_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0",
+                "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"]
 
 # Byte offsets of the f16 scale fields in one block (ggml-common.h); the second
 # entry, when present, is the `dmin` field subtracted as dmin * min.
@@ -183,6 +184,12 @@ _RAW_SCALE_FIELDS = {
     QT.Q6_K: (208, None),
     QT.IQ4_NL: (0, None),
     QT.IQ4_XS: (0, None),
+    # grid types (gguf cannot quantize to them): random grid indices, signs and scales
+    QT.IQ2_XXS: (0, None),
+    QT.IQ2_XS: (0, None),
+    QT.IQ2_S: (0, None),
+    QT.IQ3_XXS: (0, None),
+    QT.IQ3_S: (0, None),
 }
 
 

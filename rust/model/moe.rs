@@ -120,7 +120,7 @@ fn swiglu_oai(gate: &mut [f32], up: &[f32], alpha: f32, limit: f32) {
 /// this type once enough tokens are routed to it (types it repacks, F32 and F16 stay in
 /// the one-token order).
 fn tiled_type(ty: GgmlType) -> bool {
-    matches!(ty, GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS)
+    crate::quant::tiled_type(ty)
 }
 
 /// Per row routed to one expert: whether llama.cpp's tiled kernel would take it, i.e. its

@@ -84,8 +84,8 @@ impl Masks {
 fn pick<'a>(ty: GgmlType, q4: &'a [bool], tiled: &'a [bool], float: &'a [bool]) -> Option<&'a [bool]> {
     match ty {
         GgmlType::Q4_K | GgmlType::Q2_K => Some(q4),
-        GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS => Some(tiled),
         GgmlType::F32 | GgmlType::F16 => Some(float),
+        ty if crate::quant::tiled_type(ty) => Some(tiled),
         _ => None,
     }
 }

@@ -64,6 +64,7 @@ mod float_tile;
 pub mod blocks;
 pub mod dispatch;
 pub mod f16;
+pub mod iquant;
 pub mod quantize_ref;
 #[cfg(target_arch = "aarch64")]
 mod neon;
@@ -91,12 +92,19 @@ pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
         // the repacked gemm (Q2_K: on AVX-512 machines)
         GgmlType::Q4_K | GgmlType::Q2_K => n_tokens - n_tokens % 4,
         // the tiled K-quant kernel (Q4_K and Q2_K are repacked instead)
-        GgmlType::Q6_K | GgmlType::Q5_K | GgmlType::Q3_K | GgmlType::IQ4_XS if n_tokens >= 8 => n_tokens,
+        ty if tiled_type(ty) && n_tokens >= 8 => n_tokens,
         // llamafile's tinyBLAS from 2 tokens, ggml_vec_dot for one
         GgmlType::F32 | GgmlType::F16 if n_tokens >= 2 => n_tokens,
         _ => 0,
     }
 }
+/// Whether llama.cpp (x86) multiplies weights of `ty` with its tiled K-quant kernel once a
+/// matmul has 8 or more tokens (Q4_K and Q2_K, which it also tiles, are repacked instead).
+pub fn tiled_type(ty: GgmlType) -> bool {
+    use GgmlType::*;
+    matches!(ty, Q6_K | Q5_K | Q3_K | IQ4_XS | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S)
+}
+
 /// Whether llama.cpp's batch order (see [`batch_tokens`]) can apply to an `n_out` × `n_in`
 /// matrix of `ty` at all: tinyBLAS (F32, F16) takes only a multiple of 4 rows and of 16
 /// columns (`llamafile_sgemm` on AVX-512), other shapes go through `ggml_vec_dot` (a
@@ -150,7 +158,7 @@ pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     match ty {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS | TQ1_0 | TQ2_0 => Q8_K,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS | TQ1_0 | TQ2_0 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => Q8_K,
         F16 => F16,
         BF16 => BF16,
         _ => F32,

@@ -39,6 +39,7 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
             Q6_K => deq_q6_k(b, y),
             TQ1_0 => super::ternary::deq_tq1_0(b, y),
             TQ2_0 => super::ternary::deq_tq2_0(b, y),
+            IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => super::iquant::dequantize_block(ty, b, y),
             _ => super::scalar_k::dequantize_block(ty, b, y),
         }
     }
@@ -199,6 +200,7 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
         Q6_K => dot_q6_k_q8_k,
         TQ1_0 => super::ternary::dot_tq1_0_q8_k,
         TQ2_0 => super::ternary::dot_tq2_0_q8_k,
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => return super::iquant::dots(ty).map(|(vec, _)| vec),
         _ => return super::scalar_k::dot(ty),
     })
 }
@@ -525,7 +527,7 @@ pub fn dot_batch(ty: GgmlType) -> Option<DotFn> {
         GgmlType::IQ4_XS => Some(super::scalar_k::dot_iq4_xs_q8_k_tiled),
         GgmlType::F32 => Some(dot_f32_tiny),
         GgmlType::F16 => Some(dot_f16_tiny),
-        _ => None,
+        ty => super::iquant::dots(ty).map(|(_, tiled)| tiled),
     }
 }
 

@@ -90,7 +90,7 @@ mod tests {
     fn pack(digits: &[u8]) -> u8 {
         let v = digits.iter().fold(0u16, |acc, &d| acc * 3 + d as u16);
         let v = v * 3u16.pow(5 - digits.len() as u32);
-        ((v * 256 + 242) / 243) as u8
+        (v * 256).div_ceil(243) as u8
     }
 
     #[test]
