@@ -350,17 +350,17 @@ def test_unknown_tensor_type_id(tmp_path, base, type_id):
 
 
 def test_known_tensor_type_without_kernel(tmp_path):
-    """IQ1_S parses (inspect lists it) but has no compute kernel: a clear load error."""
+    """I32 parses (inspect lists it) but has no matmul kernel: a clear load error."""
     ts = tm.model_tensors(ARCH, WTYPE)
     i = next(k for k, t in enumerate(ts) if t.name == "blk.1.ffn_down.weight")
-    n = tm.tensor_nbytes(QT.IQ1_S, ts[i].dims)
-    ts[i] = Tensor(ts[i].name, int(QT.IQ1_S), ts[i].dims, bytes(n))
-    p = tmp_path / "iq1.gguf"
+    n = tm.tensor_nbytes(QT.I32, ts[i].dims)
+    ts[i] = Tensor(ts[i].name, int(QT.I32), ts[i].dims, bytes(n))
+    p = tmp_path / "i32.gguf"
     tm.write_gguf(p, tm.model_kvs(ARCH), ts)
     info = llamars.inspect(str(p), file=io.StringIO())
-    assert ("blk.1.ffn_down.weight", "IQ1_S") in [(t[0], t[1]) for t in info["tensors"]]
+    assert ("blk.1.ffn_down.weight", "I32") in [(t[0], t[1]) for t in info["tensors"]]
     msg = load_error(p)
-    assert "blk.1.ffn_down.weight" in msg and "IQ1_S" in msg
+    assert "blk.1.ffn_down.weight" in msg and "I32" in msg
     # and what would load instead
     assert "Q4_K" in msg and "TQ2_0" in msg
     assert p.name in msg, f"message does not name the file: {msg}"

@@ -44,6 +44,9 @@ BLOCKS = {
     "IQ2_S": (256, 82, [0], []),
     "IQ3_XXS": (256, 98, [0], []),
     "IQ3_S": (256, 110, [0], []),
+    "IQ1_S": (256, 50, [0], []),
+    # the f16 scale is spread over the top nibbles of the scale words (random_weights)
+    "IQ1_M": (256, 56, [], []),
 }
 TERNARY = ("TQ1_0", "TQ2_0")
 FLOATS = ("F32", "F16", "BF16")
@@ -82,6 +85,11 @@ def random_weights(name: str, n: int, rng: np.random.Generator) -> np.ndarray:
         mag = rng.uniform(1e-3, 0.1, nb)
         sign = np.where(rng.integers(0, 2, nb) == 0, 1.0, -1.0)
         blocks[:, off : off + 2] = f16_bytes(mag * sign)
+    if name == "IQ1_M":
+        import tiny_models
+
+        mag = rng.uniform(1e-3, 0.1, nb)
+        tiny_models.set_iq1_m_scale(blocks, mag * np.where(rng.integers(0, 2, nb) == 0, 1.0, -1.0))
     if name == "MXFP4":
         blocks[:, 0] = rng.integers(118, 128, nb)  # scales 2^-10 .. 2^-1
         blocks[:2, 0] = [0, 1]  # and the denormal corners
@@ -191,7 +199,7 @@ def test_rejects_bad_lengths_and_types():
     with pytest.raises(core.InvalidRequestError):
         core.dequantize("Q4_K", b"\0" * 143, 256)
     with pytest.raises(core.InvalidRequestError):
-        core.dequantize("IQ1_S", b"\0" * 50, 256)
+        core.dequantize("I32", b"\0" * 1024, 256)
     with pytest.raises(core.InvalidRequestError):
         core.vec_dot("Q8_0", b"\0" * 34, [0.0] * 31, "scalar")
 

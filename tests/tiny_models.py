@@ -172,7 +172,9 @@ def write_gguf(path, kvs, tensors, **kw) -> Layout:
 
 #: Every weight type the engine computes with.
 WEIGHT_TYPES = ["F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "TQ1_0", "TQ2_0",
-                "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S"]
+                "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M"]
+
+IQ1_M_SCALE = -1  # not a byte offset: see set_iq1_m_scale
 
 # Byte offsets of the f16 scale fields in one block (ggml-common.h); the second
 # entry, when present, is the `dmin` field subtracted as dmin * min.
@@ -190,11 +192,26 @@ _RAW_SCALE_FIELDS = {
     QT.IQ2_S: (0, None),
     QT.IQ3_XXS: (0, None),
     QT.IQ3_S: (0, None),
+    QT.IQ1_S: (0, None),
+    # IQ1_M has no f16 field: its scale is spread over the top nibbles of the scale words
+    QT.IQ1_M: (IQ1_M_SCALE, None),
 }
 
 
 def _set_f16(blocks: np.ndarray, at: int, values: np.ndarray) -> None:
+    if at == IQ1_M_SCALE:
+        set_iq1_m_scale(blocks, values)
+        return
     blocks[:, at : at + 2] = values.astype(np.float16).view(np.uint8).reshape(-1, 2)
+
+
+def set_iq1_m_scale(blocks: np.ndarray, values: np.ndarray) -> None:
+    """IQ1_M blocks (56 bytes): nibble k of the f16 scale goes to the top nibble of the k-th
+    u16 of `scales` (bytes 48..56), the rest of the word keeps its 3-bit sub-scales."""
+    h = values.astype(np.float16).view(np.uint16).astype(np.uint16)
+    for k in range(4):
+        hi = 49 + 2 * k
+        blocks[:, hi] = (blocks[:, hi] & 0x0F) | (((h >> (4 * k)) & 0xF).astype(np.uint8) << 4)
 
 
 def random_raw_blocks(qtype: QT, n_rows: int, n_cols: int, std: float, rng: np.random.Generator) -> np.ndarray:

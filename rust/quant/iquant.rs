@@ -204,7 +204,8 @@ entry_points! {
     IQ3_S => dot_iq3_s_q8_k, dot_iq3_s_q8_k_tiled;
 }
 
-/// The `vec_dot`-order kernel of `ty`, and its tiled-order twin.
+/// The `vec_dot`-order kernel of `ty`, and its tiled-order twin (IQ1_S and IQ1_M from
+/// `iquant1.rs` too).
 pub fn dots(ty: GgmlType) -> Option<(super::DotFn, super::DotFn)> {
     use GgmlType::*;
     Some(match ty {
@@ -213,6 +214,8 @@ pub fn dots(ty: GgmlType) -> Option<(super::DotFn, super::DotFn)> {
         IQ2_S => (dot_iq2_s_q8_k, dot_iq2_s_q8_k_tiled),
         IQ3_XXS => (dot_iq3_xxs_q8_k, dot_iq3_xxs_q8_k_tiled),
         IQ3_S => (dot_iq3_s_q8_k, dot_iq3_s_q8_k_tiled),
+        IQ1_S => (super::iquant1::dot_iq1_s_q8_k, super::iquant1::dot_iq1_s_q8_k_tiled),
+        IQ1_M => (super::iquant1::dot_iq1_m_q8_k, super::iquant1::dot_iq1_m_q8_k_tiled),
         _ => return None,
     })
 }

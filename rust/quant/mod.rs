@@ -65,6 +65,7 @@ pub mod blocks;
 pub mod dispatch;
 pub mod f16;
 pub mod iquant;
+pub mod iquant1;
 pub mod quantize_ref;
 #[cfg(target_arch = "aarch64")]
 mod neon;
@@ -102,7 +103,7 @@ pub fn batch_tokens(ty: GgmlType, n_tokens: usize) -> usize {
 /// matmul has 8 or more tokens (Q4_K and Q2_K, which it also tiles, are repacked instead).
 pub fn tiled_type(ty: GgmlType) -> bool {
     use GgmlType::*;
-    matches!(ty, Q6_K | Q5_K | Q3_K | IQ4_XS | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S)
+    matches!(ty, Q6_K | Q5_K | Q3_K | IQ4_XS | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M)
 }
 
 /// Whether llama.cpp's batch order (see [`batch_tokens`]) can apply to an `n_out` × `n_in`
@@ -158,7 +159,8 @@ pub fn vec_dot_type(ty: GgmlType) -> GgmlType {
     match ty {
         Q4_0 | Q5_0 | Q8_0 | IQ4_NL | MXFP4 => Q8_0,
         Q4_1 | Q5_1 => Q8_1,
-        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS | TQ1_0 | TQ2_0 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => Q8_K,
+        Q2_K | Q3_K | Q4_K | Q5_K | Q6_K | IQ4_XS | TQ1_0 | TQ2_0 | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S
+        | IQ1_M => Q8_K,
         F16 => F16,
         BF16 => BF16,
         _ => F32,

@@ -40,6 +40,7 @@ pub fn dequantize(ty: GgmlType, src: &[u8], out: &mut [f32]) {
             TQ1_0 => super::ternary::deq_tq1_0(b, y),
             TQ2_0 => super::ternary::deq_tq2_0(b, y),
             IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => super::iquant::dequantize_block(ty, b, y),
+            IQ1_S | IQ1_M => super::iquant1::dequantize_block(ty, b, y),
             _ => super::scalar_k::dequantize_block(ty, b, y),
         }
     }
@@ -200,7 +201,7 @@ pub fn dot(ty: GgmlType) -> Option<DotFn> {
         Q6_K => dot_q6_k_q8_k,
         TQ1_0 => super::ternary::dot_tq1_0_q8_k,
         TQ2_0 => super::ternary::dot_tq2_0_q8_k,
-        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => return super::iquant::dots(ty).map(|(vec, _)| vec),
+        IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M => return super::iquant::dots(ty).map(|(vec, _)| vec),
         _ => return super::scalar_k::dot(ty),
     })
 }

@@ -17,9 +17,12 @@ const REL_VIA_DEQUANT: f32 = 1e-5;
 /// rounding (2^-11 relative) multiplies the weight minimum.
 const REL_VIA_DEQUANT_Q8_1: f32 = 1e-3;
 
-pub(crate) const WEIGHT_TYPES: [GgmlType; 23] = {
+pub(crate) const WEIGHT_TYPES: [GgmlType; 25] = {
     use GgmlType::*;
-    [F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S]
+    [
+        F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, TQ1_0, TQ2_0, IQ2_XXS, IQ2_XS,
+        IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M,
+    ]
 };
 
 /// splitmix64: deterministic, no crate.
@@ -66,7 +69,7 @@ impl Rng {
 fn f16_fields(ty: GgmlType) -> &'static [usize] {
     use GgmlType::*;
     match ty {
-        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | IQ4_XS | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S => &[0],
+        Q4_0 | Q5_0 | Q8_0 | IQ4_NL | IQ4_XS | IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S => &[0],
         Q4_1 | Q5_1 | Q4_K | Q5_K => &[0, 2],
         Q2_K => &[80, 82],
         Q3_K => &[108],
@@ -116,6 +119,13 @@ pub(crate) fn weight_row(ty: GgmlType, n: usize, rng: &mut Rng, fill: Fill) -> V
                 if ty == MXFP4 {
                     // an E8M0 scale of 2^-10 .. 2^-1 (random bytes reach 2^127)
                     blk[0] = 118 + (rng.next() % 10) as u8;
+                }
+                if ty == IQ1_M {
+                    // the f16 scale lives in the top nibbles of the four u16 scale words
+                    let h = rng.scale();
+                    for k in 0..4 {
+                        blk[49 + 2 * k] = (blk[49 + 2 * k] & 0x0f) | ((((h >> (4 * k)) & 15) as u8) << 4);
+                    }
                 }
             }
             v
@@ -372,15 +382,15 @@ fn dispatch_covers_every_supported_type() {
             assert!(dot_fn_for(ty, isa).is_some(), "{} {}", ty.name(), isa.name());
         }
     }
-    assert!(dot_fn_for(GgmlType::IQ1_S, Isa::Scalar).is_none());
-    assert!(dot_fn_for(GgmlType::IQ1_S, super::isa()).is_none());
+    assert!(dot_fn_for(GgmlType::I32, Isa::Scalar).is_none());
+    assert!(dot_fn_for(GgmlType::I32, super::isa()).is_none());
     assert_eq!(available()[0], Isa::Scalar);
 }
 
 #[test]
 fn unsupported_types_dequantize_to_nan() {
     let mut y = [0f32; 256];
-    dequantize(GgmlType::IQ1_S, &[0u8; 50], &mut y);
+    dequantize(GgmlType::I32, &[0u8; 4 * 256], &mut y);
     assert!(y.iter().all(|v| v.is_nan()));
 }
 
