@@ -15,6 +15,7 @@
 use super::blocks::*;
 use super::avx2_k::*;
 use super::avx2_q::*;
+use super::avx2_iq::*;
 use super::avx2_tq::*;
 use super::f16::f16_to_f32;
 use super::scalar_k::KVALUES_IQ4NL;
@@ -51,6 +52,11 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
         IQ4_XS => dot_iq4_xs,
         TQ1_0 => dot_tq1_0,
         TQ2_0 => dot_tq2_0,
+        IQ2_XXS => dot_iq2_xxs,
+        IQ2_XS => dot_iq2_xs,
+        IQ2_S => dot_iq2_s,
+        IQ3_XXS => dot_iq3_xxs,
+        IQ3_S => dot_iq3_s,
         _ => return None,
     })
 }
@@ -180,6 +186,16 @@ wrappers! {
     dot_iq4_xs_tiled => iq4_xs_tiled, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
     dot_tq1_0 => tq1_0_q8_k, QK_K, TQ1_0_BYTES, Q8_K_BYTES;
     dot_tq2_0 => tq2_0_q8_k, QK_K, TQ2_0_BYTES, Q8_K_BYTES;
+    dot_iq2_xxs => iq2_xxs_vec, QK_K, 66, Q8_K_BYTES;
+    dot_iq2_xxs_tiled => iq2_xxs_tiled, QK_K, 66, Q8_K_BYTES;
+    dot_iq2_xs => iq2_xs_vec, QK_K, 74, Q8_K_BYTES;
+    dot_iq2_xs_tiled => iq2_xs_tiled, QK_K, 74, Q8_K_BYTES;
+    dot_iq2_s => iq2_s_vec, QK_K, 82, Q8_K_BYTES;
+    dot_iq2_s_tiled => iq2_s_tiled, QK_K, 82, Q8_K_BYTES;
+    dot_iq3_xxs => iq3_xxs_vec, QK_K, 98, Q8_K_BYTES;
+    dot_iq3_xxs_tiled => iq3_xxs_tiled, QK_K, 98, Q8_K_BYTES;
+    dot_iq3_s => iq3_s_vec, QK_K, 110, Q8_K_BYTES;
+    dot_iq3_s_tiled => iq3_s_tiled, QK_K, 110, Q8_K_BYTES;
 }
 
 row_wrappers! {
@@ -495,6 +511,11 @@ pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
         GgmlType::Q3_K => Some(dot_q3_k_tiled),
         GgmlType::Q5_K => Some(dot_q5_k_tiled),
         GgmlType::IQ4_XS => Some(dot_iq4_xs_tiled),
+        GgmlType::IQ2_XXS => Some(dot_iq2_xxs_tiled),
+        GgmlType::IQ2_XS => Some(dot_iq2_xs_tiled),
+        GgmlType::IQ2_S => Some(dot_iq2_s_tiled),
+        GgmlType::IQ3_XXS => Some(dot_iq3_xxs_tiled),
+        GgmlType::IQ3_S => Some(dot_iq3_s_tiled),
         _ => None,
     }
 }

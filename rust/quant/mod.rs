@@ -54,6 +54,8 @@ mod avx2_tile;
 #[cfg(target_arch = "x86_64")]
 mod avx2_tq;
 #[cfg(target_arch = "x86_64")]
+mod avx2_iq;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_packed;

@@ -293,7 +293,7 @@ fn equal_bit_for_bit(ty: GgmlType, reference: DotFn, f: DotFn, rows: Option<DotR
 fn batch_order_dots_equal_scalar_bit_for_bit() {
     use GgmlType::*;
     let mut rng = Rng(78);
-    for ty in [F32, F16, Q2_K, Q3_K, Q5_K, IQ4_XS] {
+    for ty in [F32, F16, Q2_K, Q3_K, Q5_K, IQ4_XS, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M] {
         let reference = scalar::dot_batch(ty).unwrap_or_else(|| panic!("no scalar batch dot for {}", ty.name()));
         if let Some(f) = super::dot_batch_fn(ty) {
             equal_bit_for_bit(ty, reference, f, None, &mut rng);
