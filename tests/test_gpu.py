@@ -146,6 +146,17 @@ def test_tiny_models_partial_offload_and_decode(tiny, device, arch):
     assert b.tokens == [int(t) for t in full[len(ids) - 1 : -1].argmax(-1)]
 
 
+def test_type_without_gpu_loader_is_refused_clearly(tiny, device):
+    """The grid i-quants run on the CPU only: offloading one names the tensor, the type and
+    the way out; the same file runs on the CPU."""
+    p = tiny("llama", "IQ2_XXS")
+    with pytest.raises(llamars.NotSupportedError) as e:
+        llamars.Engine(p, n_ctx=64, n_threads=1, n_gpu_layers="all", device=device)
+    msg = str(e.value)
+    assert "IQ2_XXS" in msg and "blk.0." in msg and "-ngl 0" in msg
+    assert llamars.Engine(p, n_ctx=64, n_threads=1).logits([1, 5, 9]).shape[0] == 3
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])
 def test_speculative_decoding_on_the_device(tiny, device, arch):
     """n-gram drafts verified on the device (its KV cache cut back after rejections): the

@@ -2,8 +2,9 @@
 //! quantization (Q8_0 / Q8_1 / Q8_K, as llama.cpp does it) and dot-product kernels.
 //!
 //! Every supported weight type `T` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K,
-//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, and the ternary TQ1_0, TQ2_0 in
-//! `ternary.rs` / `avx2_tq.rs`) has:
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, the ternary TQ1_0, TQ2_0 in
+//! `ternary.rs` / `avx2_tq.rs`, and the grid i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S in
+//! `iquant.rs` / `avx2_iq.rs`, IQ1_S, IQ1_M in `iquant1.rs`) has:
 //! - `dequantize(T, blocks, out)`: the scalar reference (`scalar.rs`, `scalar_k.rs`), equal
 //!   bit for bit to ggml's `dequantize_row_*` (and to gguf-py; see tests/test_quant.py);
 //! - `vec_dot_type(T)`: the activation format it is dotted against (llama.cpp's `vec_dot_type`),
@@ -15,7 +16,7 @@
 //! | ISA      | files                        | types |
 //! |----------|------------------------------|-------|
 //! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
-//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs | all supported types (AVX2 + FMA + F16C) |
+//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs | all supported types but IQ1_S / IQ1_M (AVX2 + FMA + F16C) |
 //! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
 //! | neon     | neon.rs                      | Q8_0, Q5_0, Q4_K, Q6_K (baseline aarch64 NEON); others scalar |
 //!
@@ -33,7 +34,7 @@
 //! the same bytes as the scalar `activation.rs`.
 //!
 //! Integer block sums are exact in every kernel. For Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K,
-//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0 and TQ2_0 the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
+//! Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, TQ1_0, TQ2_0 and the grid i-quants the f32 accumulation follows the kernel llama.cpp runs on x86 (see `scalar::fma_lanes`,
 //! `scalar::dot_q4_k_q8_k`, `scalar::dot_q6_k_q8_k`, [`batch_tokens`] for its batch orders and
 //! [`row_chain`] for its repacked Q4_0 / IQ4_NL),
 //! and every x86 kernel equals the scalar reference bit for bit; the other types (and NEON)

@@ -34,7 +34,10 @@ impl GpuWeight {
     #[allow(clippy::too_many_arguments)]
     pub fn upload_split(gpu: &Gpu, name: &str, ty: GgmlType, n_in: usize, bytes: &[u8], r_lo: usize, r_hi: usize, max_rows: usize) -> Result<GpuWeight> {
         if super::quant_name(ty).is_none() {
-            return Err(Error::NotSupported(format!("{name}: tensor type {} has no GPU kernel", ty.name())));
+            return Err(Error::NotSupported(format!(
+                "{name}: tensor type {} has no GPU kernel yet; run this model on the CPU (-ngl 0) or offload a model of another type",
+                ty.name()
+            )));
         }
         if n_in % 32 != 0 {
             return Err(Error::NotSupported(format!("{name}: rows of {n_in} elements (the GPU kernels need a multiple of 32)")));
