@@ -35,6 +35,12 @@ unsafe fn g4(grid: &[u8], i: usize) -> i32 {
     read_unaligned(grid.as_ptr().add(4 * (i & (grid.len() / 4 - 1))) as *const i32)
 }
 
+/// The 8 IQ3 grid entries `gi(0..8)` (32 magnitudes).
+#[inline(always)]
+unsafe fn g4x8(grid: &[u8], gi: impl Fn(usize) -> usize) -> __m256i {
+    _mm256_set_epi32(g4(grid, gi(7)), g4(grid, gi(6)), g4(grid, gi(5)), g4(grid, gi(4)), g4(grid, gi(3)), g4(grid, gi(2)), g4(grid, gi(1)), g4(grid, gi(0)))
+}
+
 /// Chunk `c` (elements 32c..32c+32) of a block of `T`: magnitudes, sign bits (bit j:
 /// element j negative), and the multipliers of its two halves.
 #[inline(always)]
@@ -69,16 +75,7 @@ unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, u32, i16, i16)
         IQ3_XXS => {
             let s = u32_at(b.add(66 + 4 * c));
             let gi = |i: usize| *b.add(2 + 8 * c + i) as usize;
-            let mag = _mm256_set_epi32(
-                g4(IQ3XXS, gi(7)),
-                g4(IQ3XXS, gi(6)),
-                g4(IQ3XXS, gi(5)),
-                g4(IQ3XXS, gi(4)),
-                g4(IQ3XXS, gi(3)),
-                g4(IQ3XXS, gi(2)),
-                g4(IQ3XXS, gi(1)),
-                g4(IQ3XXS, gi(0)),
-            );
+            let mag = g4x8(IQ3XXS, gi);
             let signs = (0..4).fold(0u32, |acc, l| acc | (ksigns(s >> (7 * l)) as u32) << (8 * l));
             (mag, signs, odd(s >> 28), odd(s >> 28))
         }
@@ -86,16 +83,7 @@ unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, u32, i16, i16)
             // IQ3_S
             let qh = *b.add(66 + c) as usize;
             let gi = |i: usize| *b.add(2 + 8 * c + i) as usize | (((qh >> i) & 1) << 8);
-            let mag = _mm256_set_epi32(
-                g4(IQ3S, gi(7)),
-                g4(IQ3S, gi(6)),
-                g4(IQ3S, gi(5)),
-                g4(IQ3S, gi(4)),
-                g4(IQ3S, gi(3)),
-                g4(IQ3S, gi(2)),
-                g4(IQ3S, gi(1)),
-                g4(IQ3S, gi(0)),
-            );
+            let mag = g4x8(IQ3S, gi);
             let m = odd((*b.add(106 + c / 2) as u32) >> (4 * (c % 2)));
             (mag, u32_at(b.add(74 + 4 * c)), m, m)
         }
