@@ -1,8 +1,9 @@
 """Models for speed benchmarks, with random weights of real shapes and types:
 
     # a llama-family model with llama.cpp's Q4_K_M type mix; default TinyLlama-1.1B's shape
-    # (22 layers, embd 2048, ff 5632, 32 heads, 4 kv heads, vocab 32000, untied output)
-    python benchmarks/make_bench_model.py llama OUT.gguf [--preset NAME] [--arch llama|qwen2]
+    # (22 layers, embd 2048, ff 5632, 32 heads, 4 kv heads, vocab 32000, untied output);
+    # --type IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_S|IQ1_S|TQ1_0|TQ2_0: the layers' matrices of that type
+    python benchmarks/make_bench_model.py llama OUT.gguf [--preset NAME] [--arch llama|qwen2] [--type T]
         [--layers N --embd N --ff N --heads N --kv-heads N --vocab N] [--tied|--no-tied]
 
     # real models' exact tensor shapes and Q4_K_M types (flags given still override):
@@ -59,7 +60,17 @@ _BLOCKS = {
     13: (256, 176, ((0, 1e-5), (2, 1.5e-4))),  # Q5_K
     14: (256, 210, ((208, 1e-5),)),  # Q6_K
     39: (32, 17, ()),  # MXFP4 (its E8M0 scale byte is set in fill)
+    # --type: the layers' matrices of one type (random grid indices / codes, weights ≲ 0.05)
+    16: (256, 66, ((0, 1e-4),)),  # IQ2_XXS
+    17: (256, 74, ((0, 1e-4),)),  # IQ2_XS
+    22: (256, 82, ((0, 1e-4),)),  # IQ2_S
+    18: (256, 98, ((0, 5e-5),)),  # IQ3_XXS
+    21: (256, 110, ((0, 1e-4),)),  # IQ3_S
+    19: (256, 50, ((0, 2e-3),)),  # IQ1_S
+    34: (256, 54, ((52, 0.02),)),  # TQ1_0
+    35: (256, 66, ((64, 0.02),)),  # TQ2_0
 }
+TYPE_IDS = {"IQ2_XXS": 16, "IQ2_XS": 17, "IQ2_S": 22, "IQ3_XXS": 18, "IQ3_S": 21, "IQ1_S": 19, "TQ1_0": 34, "TQ2_0": 35}
 
 
 def fill(buf: np.ndarray, ggml_type: int, n_elems: int, rng: np.random.Generator, *, norm: bool = False) -> None:
@@ -229,7 +240,10 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
     kvs += padded_vocab_kvs(n_vocab)
 
     def w(name, il, n_in, n_out):  # a weight matrix: n_out rows of n_in
-        return (name, q4_k_m_type(name, il, n_layer, tied, n_in), [n_in, n_out], "weight")
+        ty = q4_k_m_type(name, il, n_layer, tied, n_in)
+        if cfg.get("type") and il >= 0 and n_in % 256 == 0:
+            ty = TYPE_IDS[cfg["type"]]  # --type: the layers' matrices (not token_embd / output)
+        return (name, ty, [n_in, n_out], "weight")
 
     # the global tensors, then layer by layer (llama.cpp counts attn_v tensors in file order)
     specs = [w("token_embd.weight", -1, n_embd, n_vocab)]
@@ -266,7 +280,7 @@ def write_llama(out: str, cfg: dict, seed: int) -> None:
     n_params = sum(int(np.prod(d)) for _, _, d, _ in specs)
     n_q6 = sum(1 for _, ty, _, _ in specs if ty == Q6_K)
     print(f"wrote {out}: {arch}, {n_layer} layers, {n_params / 1e9:.2f}B parameters, {'tied' if tied else 'untied'} output, "
-          f"Q4_K_M mix ({n_q6} Q6_K tensors), {os.path.getsize(out) / 2**20:.0f} MiB")
+          f"{cfg.get('type') or 'Q4_K_M'} mix ({n_q6} Q6_K tensors), {os.path.getsize(out) / 2**20:.0f} MiB")
 
 
 def write_gpt_oss(out: str, n_layer: int, seed: int) -> None:
@@ -370,6 +384,8 @@ def main() -> int:
     a.add_argument("--vocab", type=int, help="default 32000")
     a.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None,
                    help="no output.weight: the output reuses token_embd.weight (then Q6_K)")
+    a.add_argument("--type", choices=sorted(TYPE_IDS), help="every layer matrix of this type instead of the Q4_K_M mix "
+                   "(token_embd and output keep theirs)")
     a.add_argument("--seed", type=int, default=0)
     go = sub.add_parser("gpt-oss", help="gpt-oss-20b's shapes: MXFP4 experts, Q8_0 elsewhere")
     go.add_argument("out")
@@ -389,7 +405,7 @@ def main() -> int:
             cfg["name"] = f"bench-{args.preset}"
         if args.arch == "qwen2" and not args.preset:
             cfg.update(rope_base=1000000.0, eps=1e-6, ctx=32768)
-        for k in ("arch", "layers", "embd", "ff", "heads", "kv_heads", "vocab", "tied"):
+        for k in ("arch", "layers", "embd", "ff", "heads", "kv_heads", "vocab", "tied", "type"):
             if getattr(args, k) is not None:
                 cfg[k] = getattr(args, k)
         if args.layers is not None and args.preset:

@@ -57,6 +57,8 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
         IQ2_S => dot_iq2_s,
         IQ3_XXS => dot_iq3_xxs,
         IQ3_S => dot_iq3_s,
+        IQ1_S => dot_iq1_s,
+        IQ1_M => dot_iq1_m,
         _ => return None,
     })
 }
@@ -196,6 +198,10 @@ wrappers! {
     dot_iq3_xxs_tiled => iq3_xxs_tiled, QK_K, 98, Q8_K_BYTES;
     dot_iq3_s => iq3_s_vec, QK_K, 110, Q8_K_BYTES;
     dot_iq3_s_tiled => iq3_s_tiled, QK_K, 110, Q8_K_BYTES;
+    dot_iq1_s => iq1_s_vec, QK_K, 50, Q8_K_BYTES;
+    dot_iq1_s_tiled => iq1_s_tiled, QK_K, 50, Q8_K_BYTES;
+    dot_iq1_m => iq1_m_vec, QK_K, 56, Q8_K_BYTES;
+    dot_iq1_m_tiled => iq1_m_tiled, QK_K, 56, Q8_K_BYTES;
 }
 
 row_wrappers! {
@@ -516,6 +522,8 @@ pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
         GgmlType::IQ2_S => Some(dot_iq2_s_tiled),
         GgmlType::IQ3_XXS => Some(dot_iq3_xxs_tiled),
         GgmlType::IQ3_S => Some(dot_iq3_s_tiled),
+        GgmlType::IQ1_S => Some(dot_iq1_s_tiled),
+        GgmlType::IQ1_M => Some(dot_iq1_m_tiled),
         _ => None,
     }
 }

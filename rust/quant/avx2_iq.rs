@@ -1,5 +1,6 @@
-//! AVX2 kernels for the sign-grid i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS and IQ3_S (against
-//! block_q8_K activations), in both of llama.cpp's x86 orders (`iquant.rs` documents them):
+//! AVX2 kernels for the grid i-quants (against block_q8_K activations) in both of llama.cpp's
+//! x86 orders: IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S (`iquant.rs` documents the orders), and
+//! IQ1_S, IQ1_M below (`iquant1.rs`). For the sign-grid ones:
 //! per 32 elements the grid magnitudes (unsigned bytes) `maddubs` the activations with the
 //! element signs applied, `madd` by the odd multipliers of the two 16-element halves into
 //! the 8 i32 lanes ggml's kernels use; per superblock `fma(d_w · d_a, lanes, acc)` and
@@ -11,6 +12,7 @@
 use super::avx2::{bits32, fp16, hsum_f32x8, hsum_i32x8, load256, rd_f32};
 use super::blocks::{Q8_K_BYTES, Q8_K_QS};
 use super::iquant::{ksigns, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
+use super::iquant1::IQ1S;
 use core::arch::x86_64::*;
 use core::ptr::read_unaligned;
 
@@ -150,4 +152,104 @@ kernels! {
     iq2_s_vec, iq2_s_tiled => IQ2_S, 82, 0.125;
     iq3_xxs_vec, iq3_xxs_tiled => IQ3_XXS, 98, 0.25;
     iq3_s_vec, iq3_s_tiled => IQ3_S, 110, 1.0;
+}
+
+// ---------------------------------------------------------------- IQ1_S, IQ1_M
+// Grid values -1, 0, 1 (signed bytes) and a ±1/8 shift; see `iquant1.rs` for the orders.
+
+const IQ1_S: u8 = 5;
+
+/// Chunk `ib` of an IQ1_S (`T == IQ1_S`) or IQ1_M block: grid values, the shift signs (±1
+/// bytes), the multipliers of the two halves.
+#[inline(always)]
+unsafe fn chunk1<const T: u8>(b: *const u8, ib: usize) -> (__m256i, __m256i, i16, i16) {
+    let one = 0x0101_0101_0101_0101i64;
+    if T == IQ1_S {
+        let qh = u16_at(b.add(34 + 2 * ib)) as usize;
+        let gi = |l: usize| *b.add(2 + 4 * ib + l) as usize | (((qh >> (3 * l)) & 7) << 8);
+        let v = _mm256_set_epi64x(g8(IQ1S, gi(3)), g8(IQ1S, gi(2)), g8(IQ1S, gi(1)), g8(IQ1S, gi(0)));
+        let m = (2 * ((qh >> 12) & 7) + 1) as i16;
+        (v, _mm256_set1_epi64x(if qh & 0x8000 != 0 { -1 } else { one }), m, m)
+    } else {
+        let h = |l: usize| (*b.add(32 + 2 * ib + l / 2) >> (4 * (l % 2))) as usize;
+        let gi = |l: usize| *b.add(4 * ib + l) as usize | ((h(l) & 7) << 8);
+        let v = _mm256_set_epi64x(g8(IQ1S, gi(3)), g8(IQ1S, gi(2)), g8(IQ1S, gi(1)), g8(IQ1S, gi(0)));
+        let dl = |l: usize| if h(l) & 8 != 0 { -1 } else { one };
+        let sc = u16_at(b.add(48 + 2 * (ib / 2)));
+        let m = |k: u32| (2 * ((sc >> (6 * (ib as u32 % 2) + 3 * k)) & 7) + 1) as i16;
+        (v, _mm256_set_epi64x(dl(3), dl(2), dl(1), dl(0)), m(0), m(1))
+    }
+}
+
+/// The f32 scale of an IQ1_S / IQ1_M block (IQ1_M's assembled from its scale words).
+#[inline(always)]
+unsafe fn d1<const T: u8>(b: *const u8) -> f32 {
+    if T == IQ1_S {
+        return fp16(b);
+    }
+    let sc = |k: usize| u16_at(b.add(48 + 2 * k)) as u16;
+    super::f16::f16_to_f32((sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000))
+}
+
+/// The grid lanes and the shift lanes of one superblock.
+#[inline(always)]
+unsafe fn block_lanes1<const T: u8>(wb: *const u8, ab: *const u8) -> (__m256i, __m256i) {
+    let (mut sv, mut sd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for ib in 0..8 {
+        let (v, delta, m_lo, m_hi) = chunk1::<T>(wb, ib);
+        let q8 = load256(ab.add(Q8_K_QS + 32 * ib));
+        let mult = _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo));
+        let pv = _mm256_maddubs_epi16(_mm256_sign_epi8(v, v), _mm256_sign_epi8(q8, v));
+        let pd = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_sign_epi8(q8, delta));
+        sv = _mm256_add_epi32(sv, _mm256_madd_epi16(pv, mult));
+        sd = _mm256_add_epi32(sd, _mm256_madd_epi16(pd, mult));
+    }
+    (sv, sd)
+}
+
+#[inline(always)]
+unsafe fn dot1<const T: u8, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, bytes: usize) -> f32 {
+    let (mut acc, mut acc_d, mut acc1, mut total) = (_mm256_setzero_ps(), _mm256_setzero_ps(), 0f32, 0f32);
+    for i in 0..nb {
+        let (wb, ab) = (w.add(bytes * i), a.add(Q8_K_BYTES * i));
+        let (sv, sd) = block_lanes1::<T>(wb, ab);
+        let dw = d1::<T>(wb);
+        if TILED {
+            let isum = 8 * hsum_i32x8(sv) + hsum_i32x8(sd);
+            total = (isum as f32 * (dw * 0.125)).mul_add(rd_f32(ab), total);
+            continue;
+        }
+        let d = rd_f32(ab) * dw;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sv), acc);
+        if T == IQ1_S {
+            acc1 = d.mul_add(hsum_i32x8(sd) as f32, acc1);
+        } else {
+            acc_d = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sd), acc_d);
+        }
+    }
+    if TILED {
+        return total;
+    }
+    let delta = if T == IQ1_S { acc1 } else { hsum_f32x8(acc_d) };
+    0.125f32.mul_add(delta, hsum_f32x8(acc))
+}
+
+const IQ1_M: u8 = 6;
+
+macro_rules! kernels1 {
+    ($($vec:ident, $tiled:ident => $t:ident, $bytes:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $vec(nb: usize, w: *const u8, a: *const u8) -> f32 {
+            dot1::<$t, false>(nb, w, a, $bytes)
+        }
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $tiled(nb: usize, w: *const u8, a: *const u8) -> f32 {
+            dot1::<$t, true>(nb, w, a, $bytes)
+        }
+    )*};
+}
+
+kernels1! {
+    iq1_s_vec, iq1_s_tiled => IQ1_S, 50;
+    iq1_m_vec, iq1_m_tiled => IQ1_M, 56;
 }

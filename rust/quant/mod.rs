@@ -16,7 +16,7 @@
 //! | ISA      | files                        | types |
 //! |----------|------------------------------|-------|
 //! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
-//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs | all supported types but IQ1_S / IQ1_M (AVX2 + FMA + F16C) |
+//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs | all supported types (AVX2 + FMA + F16C) |
 //! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
 //! | neon     | neon.rs                      | Q8_0, Q5_0, Q4_K, Q6_K (baseline aarch64 NEON); others scalar |
 //!
