@@ -41,6 +41,8 @@ pub struct Weight {
     pub tile: Option<TileKernel>,
     /// The dot in llama.cpp's batch order (see `quant::batch_tokens`).
     pub dot_batch: Option<DotFn>,
+    /// Its multi-row twin, when the type has one.
+    pub dot_batch_rows: Option<DotRowsFn>,
 }
 
 // SAFETY: `Weight` only reads immutable mapped memory that the model keeps alive.
@@ -55,7 +57,7 @@ impl Weight {
     pub unsafe fn new(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
         let w = Weight::plain(ty, n_in, n_out, data, dot);
         match quant::chain_kernels(ty) {
-            Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out) => Weight { dot, dot_rows, tile, dot_batch: None, ..w },
+            Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out) => Weight { dot, dot_rows, tile, dot_batch: None, dot_batch_rows: None, ..w },
             _ => w,
         }
     }
@@ -69,7 +71,8 @@ impl Weight {
         // the twin (bit-identical per element) of `quant::dot_fn(ty)`, which callers pass as `dot`
         let tile = quant::tile_kernel(ty);
         let dot_batch = quant::dot_batch_fn(ty);
-        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch }
+        let dot_batch_rows = quant::dot_batch_rows_fn(ty);
+        Weight { ty, n_in, n_out, row_bytes: ty.row_bytes(n_in), ptr: data.as_ptr(), len: data.len(), dot, dot_rows, tile, dot_batch, dot_batch_rows }
     }
 
     #[inline]
@@ -338,6 +341,7 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
     let n = w.n_in;
     let dot_batch = w.dot_batch.unwrap_or(dot);
     let any_batch = (0..n_tokens).any(|t| order.batch(t));
+    let dot_batch_rows = w.dot_batch_rows;
     pool.run(n_chunks, |c| {
         #[allow(clippy::redundant_locals)]
         let optr = optr;
@@ -349,8 +353,14 @@ fn matmul_dots(pool: &ThreadPool, w: &Weight, x: &[f32], n_tokens: usize, out: &
             let t1 = (t0 + TOKEN_TILE).min(n_tokens);
             for r in r0..r1 {
                 let wr = w.row(r);
-                match dot_rows {
-                    Some(f) if t1 - t0 > 1 && !any_batch => {
+                // the weights decoded once for the whole token tile, in its one order
+                let rows_fn = match (dot_rows, dot_batch_rows) {
+                    (Some(f), _) if !any_batch => Some(f),
+                    (_, Some(f)) if (t0..t1).all(|t| order.batch(t)) => Some(f),
+                    _ => None,
+                };
+                match rows_fn {
+                    Some(f) if t1 - t0 > 1 => {
                         // weights decoded once for the whole token tile (bit-identical to `dot`)
                         let o = &mut tmp[..t1 - t0];
                         f(n, wr, &xq[t0 * q_row..t1 * q_row], q_row, o);

@@ -79,6 +79,13 @@ pub(super) fn dot_rows(ty: GgmlType) -> Option<DotRowsFn> {
         Q6_K => rows_q6_k,
         IQ4_NL => rows_iq4_nl,
         MXFP4 => rows_mxfp4,
+        IQ2_XXS => rows_iq2_xxs,
+        IQ2_XS => rows_iq2_xs,
+        IQ2_S => rows_iq2_s,
+        IQ3_XXS => rows_iq3_xxs,
+        IQ3_S => rows_iq3_s,
+        IQ1_S => rows_iq1_s,
+        IQ1_M => rows_iq1_m,
         _ => return None,
     })
 }
@@ -171,6 +178,53 @@ macro_rules! row_wrappers {
     )*};
 }
 pub(super) use row_wrappers;
+
+/// Safe entry points of multi-row kernels `unsafe fn(nb, w, a, stride, out)` over QK_K blocks.
+macro_rules! stride_rows {
+    ($($rows:ident => $kernel:ident, $wts:expr;)*) => {$(
+        fn $rows(n: usize, w: &[u8], a: &[u8], stride: usize, out: &mut [f32]) {
+            let nb = rows_nblocks(n, QK_K, w, $wts, a, Q8_K_BYTES, stride, out.len());
+            // SAFETY: features checked by the dispatcher; `rows_nblocks` bounds the reads of
+            // every one of the `out.len()` rows `stride` bytes apart.
+            unsafe { $kernel(nb, w.as_ptr(), a.as_ptr(), stride, out) }
+        }
+    )*};
+}
+
+stride_rows! {
+    rows_iq2_xxs => iq2_xxs_rows, 66;
+    rows_iq2_xxs_tiled => iq2_xxs_rows_tiled, 66;
+    rows_iq2_xs => iq2_xs_rows, 74;
+    rows_iq2_xs_tiled => iq2_xs_rows_tiled, 74;
+    rows_iq2_s => iq2_s_rows, 82;
+    rows_iq2_s_tiled => iq2_s_rows_tiled, 82;
+    rows_iq3_xxs => iq3_xxs_rows, 98;
+    rows_iq3_xxs_tiled => iq3_xxs_rows_tiled, 98;
+    rows_iq3_s => iq3_s_rows, 110;
+    rows_iq3_s_tiled => iq3_s_rows_tiled, 110;
+    rows_iq1_s => iq1_s_rows, 50;
+    rows_iq1_s_tiled => iq1_s_rows_tiled, 50;
+    rows_iq1_m => iq1_m_rows, 56;
+    rows_iq1_m_tiled => iq1_m_rows_tiled, 56;
+}
+
+/// The multi-row kernels in llama.cpp's batch order (see `quant::batch_tokens`), or `None`.
+pub(super) fn dot_batch_rows(ty: GgmlType) -> Option<DotRowsFn> {
+    if !has_avx2() {
+        return None;
+    }
+    use GgmlType::*;
+    Some(match ty {
+        IQ2_XXS => rows_iq2_xxs_tiled,
+        IQ2_XS => rows_iq2_xs_tiled,
+        IQ2_S => rows_iq2_s_tiled,
+        IQ3_XXS => rows_iq3_xxs_tiled,
+        IQ3_S => rows_iq3_s_tiled,
+        IQ1_S => rows_iq1_s_tiled,
+        IQ1_M => rows_iq1_m_tiled,
+        _ => return None,
+    })
+}
 
 wrappers! {
     dot_f32 => f32_f32, 1, 4, 4;

@@ -253,3 +253,117 @@ kernels1! {
     iq1_s_vec, iq1_s_tiled => IQ1_S, 50;
     iq1_m_vec, iq1_m_tiled => IQ1_M, 56;
 }
+
+// ---------------------------------------------------------------- several activation rows
+// One weight row against up to `ROWS` activation rows per pass, each block's grid decoded
+// once per pass (prefill); every output is the single-row kernel's bits for that row.
+
+const ROWS: usize = 16;
+
+/// The decoded chunks of one block: (magnitudes or grid values, sign masks or shift signs,
+/// the multipliers of both halves as one vector).
+type Decoded = [(__m256i, __m256i, __m256i); 8];
+
+#[inline(always)]
+unsafe fn decode<const T: u8>(wb: *const u8) -> Decoded {
+    core::array::from_fn(|c| {
+        let (x, y, m_lo, m_hi) = if T >= IQ1_S {
+            chunk1::<T>(wb, c)
+        } else {
+            let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
+            (mag, bits32(&signs as *const u32 as *const u8), m_lo, m_hi)
+        };
+        (x, y, _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo)))
+    })
+}
+
+/// The (grid, shift) lanes of one decoded block against one activation block: as
+/// `block_lanes` / `block_lanes1` (the shift lanes are zero for the sign-grid types).
+#[inline(always)]
+unsafe fn lanes_of<const T: u8>(dec: &Decoded, ab: *const u8) -> (__m256i, __m256i) {
+    let (mut sv, mut sd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    for (c, &(x, y, mult)) in dec.iter().enumerate() {
+        let q8 = load256(ab.add(Q8_K_QS + 32 * c));
+        if T >= IQ1_S {
+            let pv = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(q8, x));
+            let pd = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_sign_epi8(q8, y));
+            sv = _mm256_add_epi32(sv, _mm256_madd_epi16(pv, mult));
+            sd = _mm256_add_epi32(sd, _mm256_madd_epi16(pd, mult));
+        } else {
+            let q8s = _mm256_sub_epi8(_mm256_xor_si256(q8, y), y);
+            sv = _mm256_add_epi32(sv, _mm256_madd_epi16(_mm256_maddubs_epi16(x, q8s), mult));
+        }
+    }
+    (sv, sd)
+}
+
+/// The weight block's f32 scale as the kernels use it (`fp16(d)`, IQ1_M's assembled one).
+#[inline(always)]
+unsafe fn d_of<const T: u8>(wb: *const u8) -> f32 {
+    if T >= IQ1_S {
+        d1::<T>(wb)
+    } else {
+        fp16(wb)
+    }
+}
+
+/// `out[r] = dot(w, a + r·stride)` in the tiled order (`TILED`) or the `vec_dot` one.
+#[inline(always)]
+unsafe fn rows<const T: u8, const TILED: bool>(nb: usize, w: *const u8, a: *const u8, stride: usize, out: &mut [f32], bytes: usize, factor: f32) {
+    for (g, o) in out.chunks_mut(ROWS).enumerate() {
+        let a0 = a.add(g * ROWS * stride);
+        let (mut acc, mut acc_d, mut acc1, mut total) = ([_mm256_setzero_ps(); ROWS], [_mm256_setzero_ps(); ROWS], [0f32; ROWS], [0f32; ROWS]);
+        for i in 0..nb {
+            let wb = w.add(bytes * i);
+            let dec = decode::<T>(wb);
+            let dw = d_of::<T>(wb);
+            for r in 0..o.len() {
+                let ab = a0.add(r * stride + Q8_K_BYTES * i);
+                let (sv, sd) = lanes_of::<T>(&dec, ab);
+                if TILED {
+                    let isum = if T >= IQ1_S { 8 * hsum_i32x8(sv) + hsum_i32x8(sd) } else { hsum_i32x8(sv) };
+                    total[r] = (isum as f32 * (dw * factor)).mul_add(rd_f32(ab), total[r]);
+                    continue;
+                }
+                let d = if T >= IQ1_S { rd_f32(ab) * dw } else { dw * rd_f32(ab) };
+                acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sv), acc[r]);
+                if T == IQ1_S {
+                    acc1[r] = d.mul_add(hsum_i32x8(sd) as f32, acc1[r]);
+                } else if T == IQ1_M {
+                    acc_d[r] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sd), acc_d[r]);
+                }
+            }
+        }
+        for (r, v) in o.iter_mut().enumerate() {
+            *v = match (TILED, T) {
+                (true, _) => total[r],
+                (false, IQ1_S) => 0.125f32.mul_add(acc1[r], hsum_f32x8(acc[r])),
+                (false, IQ1_M) => 0.125f32.mul_add(hsum_f32x8(acc_d[r]), hsum_f32x8(acc[r])),
+                _ => factor * hsum_f32x8(acc[r]),
+            };
+        }
+    }
+}
+
+macro_rules! row_kernels {
+    ($($vec:ident, $tiled:ident => $t:ident, $bytes:expr, $factor:expr;)*) => {$(
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $vec(nb: usize, w: *const u8, a: *const u8, stride: usize, out: &mut [f32]) {
+            rows::<$t, false>(nb, w, a, stride, out, $bytes, $factor)
+        }
+        #[target_feature(enable = "avx2,fma,f16c")]
+        pub(super) unsafe fn $tiled(nb: usize, w: *const u8, a: *const u8, stride: usize, out: &mut [f32]) {
+            rows::<$t, true>(nb, w, a, stride, out, $bytes, $factor)
+        }
+    )*};
+}
+
+row_kernels! {
+    iq2_xxs_rows, iq2_xxs_rows_tiled => IQ2_XXS, 66, 0.125;
+    iq2_xs_rows, iq2_xs_rows_tiled => IQ2_XS, 74, 0.125;
+    iq2_s_rows, iq2_s_rows_tiled => IQ2_S, 82, 0.125;
+    iq3_xxs_rows, iq3_xxs_rows_tiled => IQ3_XXS, 98, 0.25;
+    iq3_s_rows, iq3_s_rows_tiled => IQ3_S, 110, 1.0;
+    iq1_s_rows, iq1_s_rows_tiled => IQ1_S, 50, 0.125;
+    iq1_m_rows, iq1_m_rows_tiled => IQ1_M, 56, 0.125;
+}

@@ -82,6 +82,19 @@ pub fn dot_batch_fn_for(ty: GgmlType, isa: Isa) -> Option<DotFn> {
     }
 }
 
+/// The multi-row twin of [`dot_batch_fn`] (each output bit-identical to it), where the ISA
+/// has one (the grid i-quants under AVX2 and up).
+pub fn dot_batch_rows_fn(ty: GgmlType) -> Option<DotRowsFn> {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 | Isa::Avx512 => super::avx2::dot_batch_rows(ty),
+        _ => {
+            let _ = ty;
+            None
+        }
+    }
+}
+
 /// The kernels in the order of llama.cpp's repacked rows-of-8 kernels for `ty` (Q4_0, IQ4_NL;
 /// see `quant::row_chain`): the single-row dot, the multi-row and tile kernels where the ISA
 /// has them (AVX-512 machines run the AVX2 builds). `None` where the type has no such order,

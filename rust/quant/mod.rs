@@ -84,7 +84,7 @@ mod tests_golden;
 pub mod tile;
 pub mod types;
 
-pub use dispatch::{chain_kernels, dot_batch_fn, dot_fn, dot_rows_fn, isa, Isa};
+pub use dispatch::{chain_kernels, dot_batch_fn, dot_batch_rows_fn, dot_fn, dot_rows_fn, isa, Isa};
 
 /// How many leading tokens of an `n_tokens`-token matmul llama.cpp (x86, AVX2 and up) computes
 /// in another order than its one-token kernel, for weights of `ty`: Q4_K's and Q2_K's repacked gemm take
