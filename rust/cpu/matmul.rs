@@ -414,11 +414,17 @@ mod tests {
                 GgmlType::Q6_K => &[208],
                 GgmlType::Q3_K => &[108],
                 GgmlType::Q4_K | GgmlType::Q4_1 | GgmlType::Q5_1 => &[0, 2],
+                GgmlType::IQ2_XXS | GgmlType::IQ2_XS | GgmlType::IQ2_S | GgmlType::IQ3_XXS | GgmlType::IQ3_S | GgmlType::IQ1_S => &[0],
                 _ if bs == 32 => &[0],
                 _ => &[],
             };
             for &o in offs {
                 b[o..o + 2].copy_from_slice(&scale(seed));
+            }
+            if ty == GgmlType::IQ1_M {
+                // the block scale's top nibble (bits 12..15 of the f16 assembled from the four
+                // scale words' top nibbles): a small positive exponent
+                b[ts - 1] = (b[ts - 1] & 0x0F) | 0x10;
             }
         }
         v
@@ -432,7 +438,7 @@ mod tests {
     fn matmul_matches_naive_loop() {
         let mut seed = 11u64;
         // (Q4_0 with 40 rows: llama.cpp's repacked rows-of-8 order, `quant::row_chain`)
-        let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40)];
+        let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40), (GgmlType::IQ2_XXS, 19), (GgmlType::IQ2_XS, 19), (GgmlType::IQ2_S, 19), (GgmlType::IQ3_XXS, 19), (GgmlType::IQ3_S, 19), (GgmlType::IQ1_S, 19), (GgmlType::IQ1_M, 19)];
         for (ty, n_out) in cases {
             let n_in = if ty.block_size() == 256 { 512 } else { 96 };
             let data = random_matrix(ty, n_in, n_out, &mut seed);

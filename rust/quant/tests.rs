@@ -301,6 +301,44 @@ fn batch_order_dots_equal_scalar_bit_for_bit() {
     }
 }
 
+/// The multi-row batch-order kernels (`dispatch::dot_batch_rows_fn`) equal the batch-order
+/// `DotFn` row by row, across the kernels' 16-row groups and with padding between rows.
+#[test]
+fn batch_order_rows_equal_batch_dots_bit_for_bit() {
+    let mut rng = Rng(80);
+    let mut covered = 0;
+    for &ty in &WEIGHT_TYPES {
+        let (Some(dot), Some(dot_rows)) = (super::dot_batch_fn(ty), super::dot_batch_rows_fn(ty)) else { continue };
+        let vt = vec_dot_type(ty);
+        for n in [ty.block_size(), 3 * ty.block_size()] {
+            for extreme in [false, true] {
+                let w = weight_row(ty, n, &mut rng, if extreme { Fill::Const(0xFF) } else { Fill::Random });
+                let row_bytes = vt.row_bytes(n);
+                for rows in [1usize, 2, 15, 16, 17, 33] {
+                    let stride = row_bytes + 24;
+                    let mut a = vec![0x5Au8; stride * rows];
+                    for r in 0..rows {
+                        let (_, q) = act_row(ty, n, &mut rng, extreme);
+                        a[r * stride..r * stride + row_bytes].copy_from_slice(&q);
+                    }
+                    let mut out = vec![f32::NAN; rows];
+                    dot_rows(n, &w, &a, stride, &mut out);
+                    for (r, o) in out.iter().enumerate() {
+                        let want = dot(n, &w, &a[r * stride..r * stride + row_bytes]);
+                        assert_eq!(o.to_bits(), want.to_bits(), "{} n={n} rows={rows} row {r}: {o} vs {want}", ty.name());
+                    }
+                    covered += 1;
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c") {
+        assert_eq!(covered, 7 * 2 * 2 * 6, "every grid i-quant has a multi-row batch-order kernel");
+    }
+    let _ = covered;
+}
+
 /// The repacked rows-of-8 orders (`quant::row_chain`: Q4_0, IQ4_NL, MXFP4): this machine's
 /// kernels (single- and multi-row) equal the scalar chain reference bit for bit.
 #[test]
