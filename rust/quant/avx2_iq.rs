@@ -266,15 +266,20 @@ type Decoded = [(__m256i, __m256i, __m256i); 8];
 
 #[inline(always)]
 unsafe fn decode<const T: u8>(wb: *const u8) -> Decoded {
-    core::array::from_fn(|c| {
+    // (a loop, not `array::from_fn`: a closure does not inherit the target features, and its
+    // intrinsics would become calls)
+    let z = _mm256_setzero_si256();
+    let mut dec = [(z, z, z); 8];
+    for (c, d) in dec.iter_mut().enumerate() {
         let (x, y, m_lo, m_hi) = if T >= IQ1_S {
             chunk1::<T>(wb, c)
         } else {
             let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
             (mag, bits32(&signs as *const u32 as *const u8), m_lo, m_hi)
         };
-        (x, y, _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo)))
-    })
+        *d = (x, y, _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo)));
+    }
+    dec
 }
 
 /// The (grid, shift) lanes of one decoded block against one activation block: as
@@ -366,4 +371,59 @@ row_kernels! {
     iq3_s_rows, iq3_s_rows_tiled => IQ3_S, 110, 1.0;
     iq1_s_rows, iq1_s_rows_tiled => IQ1_S, 50, 0.125;
     iq1_m_rows, iq1_m_rows_tiled => IQ1_M, 56, 0.125;
+}
+
+// ---------------------------------------------------------------- unpacked for lane panels
+// The tiled order's block sum is Σ_g m_g · Σ_{k ∈ g} q_k · y_k over the 16 groups of 16
+// elements (m_g the group's multiplier, q_k the signed weight: grid magnitude with its sign,
+// or IQ1's 8·grid + shift sign), exact in i32; `avx512_packed.rs` computes it with 16 rows in
+// vector lanes from blocks unpacked here.
+
+/// Unpacks one block of `T`: `q[0..256]` the weights as `q + 128` bytes, `sc[0..16]` the
+/// group multipliers; returns the block's tiled-order f32 factor `d · FACTOR`.
+#[inline(always)]
+unsafe fn unpack<const T: u8>(wb: *const u8, q: *mut u8, sc: *mut i32, factor: f32) -> f32 {
+    let bias = _mm256_set1_epi8(-128);
+    for c in 0..8 {
+        let (v, m_lo, m_hi) = if T >= IQ1_S {
+            let (g, shift, m_lo, m_hi) = chunk1::<T>(wb, c);
+            let g2 = _mm256_add_epi8(g, g);
+            let g4 = _mm256_add_epi8(g2, g2);
+            (_mm256_add_epi8(_mm256_add_epi8(g4, g4), shift), m_lo, m_hi)
+        } else {
+            let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
+            let neg = bits32(&signs as *const u32 as *const u8);
+            (_mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg), m_lo, m_hi)
+        };
+        _mm256_storeu_si256(q.add(32 * c) as *mut __m256i, _mm256_xor_si256(v, bias));
+        *sc.add(2 * c) = m_lo as i32;
+        *sc.add(2 * c + 1) = m_hi as i32;
+    }
+    d_of::<T>(wb) * factor
+}
+
+/// `unsafe fn(block, q_out, sc_out) -> f32`: [`unpack`] for one type.
+pub(super) type UnpackFn = unsafe fn(*const u8, *mut u8, *mut i32) -> f32;
+
+macro_rules! unpackers {
+    ($($name:ident => $t:ident, $factor:expr;)*) => {
+        $(
+            /// [`unpack`]: callers guarantee avx2+fma+f16c, a readable block, 256 writable
+            /// bytes at `q` and 16 i32 at `sc`.
+            #[target_feature(enable = "avx2,fma,f16c")]
+            pub(super) unsafe fn $name(wb: *const u8, q: *mut u8, sc: *mut i32) -> f32 {
+                unpack::<$t>(wb, q, sc, $factor)
+            }
+        )*
+    };
+}
+
+unpackers! {
+    unpack_iq2_xxs => IQ2_XXS, 0.125;
+    unpack_iq2_xs => IQ2_XS, 0.125;
+    unpack_iq2_s => IQ2_S, 0.125;
+    unpack_iq3_xxs => IQ3_XXS, 0.25;
+    unpack_iq3_s => IQ3_S, 1.0;
+    unpack_iq1_s => IQ1_S, 0.125;
+    unpack_iq1_m => IQ1_M, 0.125;
 }

@@ -20,7 +20,9 @@
 //! [`scalar::dot_q6_k_q8_k_tiled`]: super::scalar::dot_q6_k_q8_k_tiled
 //! [`scalar::dot_q4_k_q8_k_gemm`]: super::scalar::dot_q4_k_q8_k_gemm
 use super::blocks::{Q4_K_BYTES, Q6_K_BYTES, Q8_K_BSUMS, Q8_K_BYTES, Q8_K_QS, QK_K};
-use super::tile::TileFn;
+use super::avx2_iq::UnpackFn;
+use super::tile::{rows_tile, TileFn, TileKernel};
+use super::GgmlType;
 use core::arch::x86_64::*;
 use std::cell::RefCell;
 
@@ -86,7 +88,7 @@ unsafe fn byte_lanes<const SIGNED: bool>(v: __m512i, k: u32) -> __m512i {
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn pack_q4_k(b: *const u8, idx: __m512i, mask: __mmask16, p: *mut PackedQ4K) {
+unsafe fn pack_q4_k(b: *const u8, _ws: usize, idx: __m512i, mask: __mmask16, p: *mut PackedQ4K) {
     let p = &mut *p;
     let dm = gather(b, 0, idx, mask);
     p.d = f16_lanes::<false>(dm);
@@ -116,7 +118,7 @@ unsafe fn pack_q4_k(b: *const u8, idx: __m512i, mask: __mmask16, p: *mut PackedQ
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn pack_q6_k(b: *const u8, idx: __m512i, mask: __mmask16, p: *mut PackedQ6K) {
+unsafe fn pack_q6_k(b: *const u8, _ws: usize, idx: __m512i, mask: __mmask16, p: *mut PackedQ6K) {
     let p = &mut *p;
     p.d = f16_lanes::<false>(gather(b, 208, idx, mask));
     for m in 0..4 {
@@ -147,6 +149,46 @@ unsafe fn pack_q6_k(b: *const u8, idx: __m512i, mask: __mmask16, p: *mut PackedQ
     }
 }
 
+/// One block of 16 grid i-quant rows (`ws` bytes apart; the rows in `mask`) as a
+/// [`PackedQ6K`]: each row unpacked to `q + 128` bytes and group multipliers
+/// (`avx2_iq::unpack`), then gathered into row lanes; `d` holds `d · FACTOR` per row.
+#[inline(always)]
+unsafe fn pack_iq(unpack: UnpackFn, b: *const u8, ws: usize, mask: __mmask16, p: *mut PackedQ6K) {
+    #[repr(C, align(64))]
+    struct Rows {
+        q: [u8; P * QK_K],
+        sc: [i32; P * 16],
+        d: [f32; P],
+    }
+    let mut t = Rows { q: [0; P * QK_K], sc: [0; P * 16], d: [0.0; P] };
+    for r in 0..mask.count_ones() as usize {
+        t.d[r] = unpack(b.add(r * ws), t.q.as_mut_ptr().add(QK_K * r), t.sc.as_mut_ptr().add(16 * r));
+    }
+    let p = &mut *p;
+    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    let (iq, isc) = (_mm512_slli_epi32::<8>(lanes), _mm512_slli_epi32::<4>(lanes));
+    for g in 0..16 {
+        for k in 0..4 {
+            p.q[4 * g + k] = _mm512_i32gather_epi32::<1>(iq, t.q.as_ptr().add(16 * g + 4 * k) as *const i32);
+        }
+        p.sc[g] = _mm512_i32gather_epi32::<4>(isc, t.sc.as_ptr().add(g));
+    }
+    for m in 0..8 {
+        let (lo, hi) = (p.sc[2 * m], p.sc[2 * m + 1]);
+        p.scp[m] = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32::<16>(hi));
+    }
+    p.d = _mm512_loadu_ps(t.d.as_ptr());
+}
+
+macro_rules! iq_packers {
+    ($($name:ident => $unpack:ident;)*) => {$(
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
+        unsafe fn $name(b: *const u8, ws: usize, _idx: __m512i, mask: __mmask16, p: *mut PackedQ6K) {
+            pack_iq(super::avx2_iq::$unpack, b, ws, mask, p)
+        }
+    )*};
+}
+
 #[inline(always)]
 unsafe fn bcast(p: *const u8) -> __m512i {
     _mm512_set1_epi32(core::ptr::read_unaligned(p as *const i32))
@@ -155,6 +197,18 @@ unsafe fn bcast(p: *const u8) -> __m512i {
 #[inline(always)]
 unsafe fn d_a(ab: *const u8) -> __m512 {
     _mm512_set1_ps(core::ptr::read_unaligned(ab as *const f32))
+}
+
+/// 16 rows × `C` tokens, Q6_K in the tiled order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn panel_q6_k<const C: usize>(nb: usize, p: *const PackedQ6K, a: [*const u8; C]) -> [__m512; C] {
+    panel_biased::<C, 5>(nb, p, a)
+}
+
+/// 16 rows × `C` tokens, a grid i-quant in the tiled order (packed by [`pack_iq`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn panel_iq<const C: usize>(nb: usize, p: *const PackedQ6K, a: [*const u8; C]) -> [__m512; C] {
+    panel_biased::<C, 7>(nb, p, a)
 }
 
 /// 16 rows × `C` tokens, Q4_K in the gemm order: per token, `acc - acc_m` in row lanes.
@@ -202,9 +256,10 @@ unsafe fn panel_q4_k<const C: usize>(nb: usize, p: *const PackedQ4K, a: [*const 
 }
 
 /// 16 rows × `C` tokens, Q6_K in the tiled order: per superblock
-/// `fma(f32(Σ) · d_w, d_a, sum)`, Σ = Σ_g sc_g·Σ q·y − 32·Σ_g sc_g·bsum_g (exact integers).
+/// `fma(f32(Σ) · d_w, d_a, sum)`, Σ = Σ_g sc_g·Σ q·y − 2^B·Σ_g sc_g·bsum_g (exact integers;
+/// the packed values are the weights plus 2^B: 32 for Q6_K, 128 for the grid i-quants).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn panel_q6_k<const C: usize>(nb: usize, p: *const PackedQ6K, a: [*const u8; C]) -> [__m512; C] {
+unsafe fn panel_biased<const C: usize, const B: u32>(nb: usize, p: *const PackedQ6K, a: [*const u8; C]) -> [__m512; C] {
     let mut sum = [_mm512_setzero_ps(); C];
     for i in 0..nb {
         let pk = &*p.add(i);
@@ -227,7 +282,7 @@ unsafe fn panel_q6_k<const C: usize>(nb: usize, p: *const PackedQ6K, a: [*const 
             for m in 0..8 {
                 c = _mm512_dpwssd_epi32(c, pk.scp[m], bcast(ab[t].add(Q8_K_BSUMS + 4 * m)));
             }
-            let tot = _mm512_sub_epi32(tot[t], _mm512_slli_epi32::<5>(c));
+            let tot = _mm512_sub_epi32(tot[t], _mm512_slli_epi32::<B>(c));
             sum[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(tot), pk.d), d_a(ab[t]), sum[t]);
         }
     }
@@ -287,7 +342,7 @@ macro_rules! packed_tile {
                     // every token < cols holds `nb` blocks likewise.
                     unsafe {
                         for i in 0..nb {
-                            $pack(w.as_ptr().add(r0 * ws + $wts * i), idx, mask, pk.add(i));
+                            $pack(w.as_ptr().add(r0 * ws + $wts * i), ws, idx, mask, pk.add(i));
                         }
                         let mut t0 = 0;
                         while t0 + T <= cols {
@@ -310,4 +365,74 @@ macro_rules! packed_tile {
 packed_tile! {
     run_q4_k_gemm_packed: PackedQ4K, Q4_K_BYTES, pack_q4_k, panel_q4_k, super::avx512::Q4_K_GEMM_ROWWISE_VNNI;
     run_q6_k_tiled_packed: PackedQ6K, Q6_K_BYTES, pack_q6_k, panel_q6_k, super::avx512::Q6_K_TILED_ROWWISE_VNNI;
+}
+
+iq_packers! {
+    pack_iq2_xxs => unpack_iq2_xxs;
+    pack_iq2_xs => unpack_iq2_xs;
+    pack_iq2_s => unpack_iq2_s;
+    pack_iq3_xxs => unpack_iq3_xxs;
+    pack_iq3_s => unpack_iq3_s;
+    pack_iq1_s => unpack_iq1_s;
+    pack_iq1_m => unpack_iq1_m;
+}
+
+/// `TileFn`s of the grid i-quants over their AVX2 multi-row kernels: the `vec_dot` order
+/// (`$vec`) and the tiled one (`$tiled`, the packed kernels' fallback).
+macro_rules! iq_row_tiles {
+    ($($vec:ident, $tiled:ident => $ty:ident;)*) => {$(
+        #[allow(clippy::too_many_arguments)]
+        fn $vec(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+            if let (Some(d), Some(f)) = (super::avx2::dot(GgmlType::$ty), super::avx2::dot_rows(GgmlType::$ty)) {
+                rows_tile(GgmlType::$ty, (d, f), n, w, ws, rows, a, as_, cols, out, os)
+            }
+        }
+        #[allow(clippy::too_many_arguments)]
+        fn $tiled(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+            if let (Some(d), Some(f)) = (super::avx2::dot_batch(GgmlType::$ty), super::avx2::dot_batch_rows(GgmlType::$ty)) {
+                rows_tile(GgmlType::$ty, (d, f), n, w, ws, rows, a, as_, cols, out, os)
+            }
+        }
+    )*};
+}
+
+iq_row_tiles! {
+    vec_iq2_xxs, tiled_iq2_xxs => IQ2_XXS;
+    vec_iq2_xs, tiled_iq2_xs => IQ2_XS;
+    vec_iq2_s, tiled_iq2_s => IQ2_S;
+    vec_iq3_xxs, tiled_iq3_xxs => IQ3_XXS;
+    vec_iq3_s, tiled_iq3_s => IQ3_S;
+    vec_iq1_s, tiled_iq1_s => IQ1_S;
+    vec_iq1_m, tiled_iq1_m => IQ1_M;
+}
+
+packed_tile! {
+    run_iq2_xxs_packed: PackedQ6K, 66, pack_iq2_xxs, panel_iq, tiled_iq2_xxs;
+    run_iq2_xs_packed: PackedQ6K, 74, pack_iq2_xs, panel_iq, tiled_iq2_xs;
+    run_iq2_s_packed: PackedQ6K, 82, pack_iq2_s, panel_iq, tiled_iq2_s;
+    run_iq3_xxs_packed: PackedQ6K, 98, pack_iq3_xxs, panel_iq, tiled_iq3_xxs;
+    run_iq3_s_packed: PackedQ6K, 110, pack_iq3_s, panel_iq, tiled_iq3_s;
+    run_iq1_s_packed: PackedQ6K, 50, pack_iq1_s, panel_iq, tiled_iq1_s;
+    run_iq1_m_packed: PackedQ6K, 56, pack_iq1_m, panel_iq, tiled_iq1_m;
+}
+
+/// The grid i-quants' tile kernel on AVX-512 VNNI machines: the `vec_dot` order through the
+/// AVX2 multi-row kernels (decode, fewer than 8 tokens), the tiled order (prefill) in 16-row
+/// lane panels; `None` elsewhere (those machines loop over the `DotFn` / `DotRowsFn`).
+pub(super) fn iq_kernel(ty: GgmlType) -> Option<TileKernel> {
+    if !super::avx512::has_vnni() {
+        return None;
+    }
+    use GgmlType::*;
+    let (run, batch): (TileFn, TileFn) = match ty {
+        IQ2_XXS => (vec_iq2_xxs, run_iq2_xxs_packed),
+        IQ2_XS => (vec_iq2_xs, run_iq2_xs_packed),
+        IQ2_S => (vec_iq2_s, run_iq2_s_packed),
+        IQ3_XXS => (vec_iq3_xxs, run_iq3_xxs_packed),
+        IQ3_S => (vec_iq3_s, run_iq3_s_packed),
+        IQ1_S => (vec_iq1_s, run_iq1_s_packed),
+        IQ1_M => (vec_iq1_m, run_iq1_m_packed),
+        _ => return None,
+    };
+    Some(TileKernel { run, act_bytes: |n| Q8_K.row_bytes(n), prep: None, cols: T, batch: Some(batch) })
 }

@@ -107,12 +107,13 @@ fn tiles_equal_single_row_dots_bit_for_bit() {
     let _ = covered;
 }
 
-/// The batch-order tiles (Q4_K, Q6_K; F32, F16 in tinyBLAS's order; `TileKernel::batch`)
-/// against the scalar batch-order dot.
+/// The batch-order tiles (Q4_K, Q6_K, the grid i-quants' tiled order; F32, F16 in tinyBLAS's
+/// order; `TileKernel::batch`) against the scalar batch-order dot.
 #[test]
 fn batch_tiles_equal_scalar_batch_dots_bit_for_bit() {
+    use GgmlType::*;
     let mut rng = Rng(93);
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F32, GgmlType::F16] {
+    for ty in [Q4_K, Q6_K, F32, F16, IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M] {
         let reference = super::scalar::dot_batch(ty).expect("batch-order reference");
         // (40: not a multiple of 16, where tinyBLAS declines and the vec_dot order applies)
         let ns: &[usize] = if ty.block_size() == 1 { &[40, 96, 256, 384] } else { &[256, 768, 2048] };
@@ -168,7 +169,7 @@ fn tiles_equal_single_row_dots_on_extreme_blocks() {
 #[test]
 fn tiles_stop_at_short_buffers_and_small_outputs() {
     let mut rng = Rng(93);
-    for &ty in &[GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1] {
+    for &ty in &[GgmlType::Q8_0, GgmlType::Q5_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::IQ2_XXS, GgmlType::IQ1_M] {
         let n = 4 * ty.block_size().max(32);
         let half = n / 2;
         let (w, ws) = weights(ty, n, 3, 0, &mut rng, Fill::Random);
@@ -208,6 +209,10 @@ fn tile_kernels_exist_where_expected() {
             assert!(tile_kernel_for(ty, Isa::Avx2).is_some(), "{}", ty.name());
             assert!(tile_kernel_for(ty, Isa::Avx512).is_some() || !available().contains(&Isa::Avx512), "{}", ty.name());
         }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::avx512::has_vnni() {
+        assert!(tile_kernel_for(GgmlType::IQ3_S, Isa::Avx512).is_some_and(|k| k.batch.is_some()), "grid i-quants: packed prefill panels");
     }
     assert!(tile_kernel_for(GgmlType::Q8_0, Isa::Scalar).is_none());
     assert!(tile_kernel_for(GgmlType::BF16, super::isa()).is_none());

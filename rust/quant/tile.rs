@@ -67,11 +67,48 @@ pub fn tile_kernel_for(ty: GgmlType, isa: Isa) -> Option<TileKernel> {
         Isa::Avx512 => super::float_tile::kernel(ty, isa).or_else(|| match super::avx512::dot(ty) {
             // the AVX-512 kernel for the type, or (only when it has none) the AVX2 one
             Some(_) => super::avx512_tile::kernel(ty),
-            None => super::avx2_tile::kernel(ty),
+            None => super::avx2_tile::kernel(ty).or_else(|| super::avx512_packed::iq_kernel(ty)),
         }),
         _ => {
             let _ = ty;
             None
+        }
+    }
+}
+
+/// A [`TileFn`] over a multi-row kernel (one weight row against the tokens per call) and its
+/// single-row twin `one` (for one token), for weights of `ty` in its `vec_dot_type` layout:
+/// every element stops at the whole blocks of `n`, of the last weight row and of the last
+/// token, as the tile contract says.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rows_tile(ty: GgmlType, (one, f): (super::DotFn, super::DotRowsFn), n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let (bs, wts) = ty.block();
+    let ats = super::vec_dot_type(ty).block().1;
+    let w_last = (rows - 1).checked_mul(ws).map_or(0, |off| w.len().saturating_sub(off));
+    let a_last = (cols - 1).checked_mul(as_).map_or(0, |off| a.len().saturating_sub(off));
+    let n = (n / bs).min(w_last / wts).min(a_last / ats) * bs;
+    if cols == 1 {
+        for (r, o) in out.iter_mut().take(rows).enumerate() {
+            *o = one(n, r.checked_mul(ws).and_then(|o| w.get(o..)).unwrap_or(&[]), a);
+        }
+        return;
+    }
+    const CHUNK: usize = 64;
+    let mut tmp = [0f32; CHUNK];
+    for r in 0..rows {
+        let wr = r.checked_mul(ws).and_then(|o| w.get(o..)).unwrap_or(&[]);
+        for t0 in (0..cols).step_by(CHUNK) {
+            let c = (cols - t0).min(CHUNK);
+            let at = t0.checked_mul(as_).and_then(|o| a.get(o..)).unwrap_or(&[]);
+            f(n, wr, at, as_, &mut tmp[..c]);
+            for (t, &v) in tmp[..c].iter().enumerate() {
+                if let Some(o) = out.get_mut((t0 + t) * os + r) {
+                    *o = v;
+                }
+            }
         }
     }
 }
