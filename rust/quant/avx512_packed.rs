@@ -17,6 +17,11 @@
 //! across lanes either. The repack gathers each 4-byte column of 16 rows with one
 //! `vpgatherdd` and decodes 16 rows' scales at once.
 //!
+//! The grid i-quants (IQ2_XXS … IQ1_M) use the Q6_K panel in their tiled order: each row's
+//! block is unpacked by its AVX2 decoder into `q + 128` bytes and 16 group multipliers
+//! (`avx2_iq::unpack`), gathered into row lanes, and the bias taken back through the bsums
+//! (`128·Σ_g m_g·bsum_g`), so `vpdpbusd` reads unsigned weights against signed activations.
+//!
 //! [`scalar::dot_q6_k_q8_k_tiled`]: super::scalar::dot_q6_k_q8_k_tiled
 //! [`scalar::dot_q4_k_q8_k_gemm`]: super::scalar::dot_q4_k_q8_k_gemm
 use super::blocks::{Q4_K_BYTES, Q6_K_BYTES, Q8_K_BSUMS, Q8_K_BYTES, Q8_K_QS, QK_K};

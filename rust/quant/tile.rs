@@ -12,6 +12,7 @@
 //! |------------|------------------------------------------------------------------|------------------|
 //! | avx512vnni | Q8_0, Q5_0, Q4_0, IQ4_NL, Q4_1, Q5_1: 512-bit, two blocks per register, packed activations (`avx512_tile.rs`) | 1 × 16 (rows ≤ 1024 elements), 3 × 6; decode 1 × 1 |
 //! | avx512     | Q4_K, Q6_K: the 512-bit bodies of `avx512.rs` (plain or VNNI); batch orders under VNNI: 16-row panels repacked per call, rows in lanes (`avx512_packed.rs`) | 1 × 8 (panels: 16 × 4), decode 1 × 1 |
+//! | avx512vnni | the grid i-quants: `vec_dot` order through the AVX2 multi-row kernels (`avx2_iq.rs`), tiled order in 16-row lane panels (`avx512_packed.rs`) | 1 row × 16 tokens (decode 1 × 1); panels 16 × 4 |
 //! | avx2       | the 32-element types (`avx2_q.rs`), Q4_K, Q6_K (`avx2_k.rs`)      | 1 × 4, decode 1 × 1 |
 //! | avx2, avx512 | F32, F16 in tinyBLAS's 16-lane chains for batches, the `DotFn` loop for one token (`float_tile.rs`) | avx2 1 × 4, avx512 2 × 8 |
 //!
