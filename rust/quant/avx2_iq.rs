@@ -11,7 +11,7 @@
 //! from `w` and `a`.
 use super::avx2::{bits32, fp16, hsum_f32x8, hsum_i32x8, load256, rd_f32};
 use super::blocks::{Q8_K_BYTES, Q8_K_QS};
-use super::iquant::{ksigns, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
+use super::iquant::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
 use super::iquant1::IQ1S;
 use core::arch::x86_64::*;
 use core::ptr::read_unaligned;
@@ -43,10 +43,40 @@ unsafe fn g4x8(grid: &[u8], gi: impl Fn(usize) -> usize) -> __m256i {
     _mm256_set_epi32(g4(grid, gi(7)), g4(grid, gi(6)), g4(grid, gi(5)), g4(grid, gi(4)), g4(grid, gi(3)), g4(grid, gi(2)), g4(grid, gi(1)), g4(grid, gi(0)))
 }
 
-/// Chunk `c` (elements 32c..32c+32) of a block of `T`: magnitudes, sign bits (bit j:
-/// element j negative), and the multipliers of its two halves.
+/// ggml's `ksigns_iq2xs` as ±1 bytes (its `keven_signs_q2xs`): byte j of entry i is -1
+/// where bit j of `ksigns(i)` is set (element negative), else 1.
+static KSIGN_BYTES: [i64; 128] = {
+    let mut t = [0i64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let k = i as u32 | ((i as u32).count_ones() & 1) << 7;
+        let mut j = 0;
+        while j < 8 {
+            t[i] |= (if k >> j & 1 != 0 { 0xFF } else { 0x01 }) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
+/// The ±1 signs of the four groups of 8 whose 7-bit sign indices are `idx(0..4)`.
 #[inline(always)]
-unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, u32, i16, i16) {
+unsafe fn ksign_bytes(idx: impl Fn(usize) -> u32) -> __m256i {
+    let m = |l: usize| KSIGN_BYTES[(idx(l) & 127) as usize];
+    _mm256_set_epi64x(m(3), m(2), m(1), m(0))
+}
+
+/// ±1 bytes from 32 sign bits (bit j set: byte j is -1).
+#[inline(always)]
+unsafe fn sign_bytes(p: *const u8) -> __m256i {
+    _mm256_or_si256(bits32(p), _mm256_set1_epi8(1))
+}
+
+/// Chunk `c` (elements 32c..32c+32) of a block of `T`: magnitudes, signs (±1 bytes, for
+/// `_mm256_sign_epi8`), and the multipliers of its two halves.
+#[inline(always)]
+unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, __m256i, i16, i16) {
     let odd = |ls: u32| (2 * (ls & 15) + 1) as i16;
     match T {
         IQ2_XXS => {
@@ -57,29 +87,26 @@ unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, u32, i16, i16)
                 g8(IQ2XXS, ((g >> 8) & 255) as usize),
                 g8(IQ2XXS, (g & 255) as usize),
             );
-            let signs = (0..4).fold(0u32, |acc, l| acc | (ksigns(s >> (7 * l)) as u32) << (8 * l));
-            (mag, signs, odd(s >> 28), odd(s >> 28))
+            (mag, ksign_bytes(|l| s >> (7 * l)), odd(s >> 28), odd(s >> 28))
         }
         IQ2_XS => {
             let q = |l: usize| u16_at(b.add(2 + 8 * c + 2 * l));
             let mag = _mm256_set_epi64x(g8(IQ2XS, (q(3) & 511) as usize), g8(IQ2XS, (q(2) & 511) as usize), g8(IQ2XS, (q(1) & 511) as usize), g8(IQ2XS, (q(0) & 511) as usize));
-            let signs = (0..4).fold(0u32, |acc, l| acc | (ksigns(q(l) >> 9) as u32) << (8 * l));
             let sc = *b.add(66 + c) as u32;
-            (mag, signs, odd(sc), odd(sc >> 4))
+            (mag, ksign_bytes(|l| q(l) >> 9), odd(sc), odd(sc >> 4))
         }
         IQ2_S => {
             let qh = *b.add(66 + c) as usize;
             let gi = |l: usize| *b.add(2 + 4 * c + l) as usize | (((qh >> (2 * l)) & 3) << 8);
             let mag = _mm256_set_epi64x(g8(IQ2S, gi(3)), g8(IQ2S, gi(2)), g8(IQ2S, gi(1)), g8(IQ2S, gi(0)));
             let sc = *b.add(74 + c) as u32;
-            (mag, u32_at(b.add(34 + 4 * c)), odd(sc), odd(sc >> 4))
+            (mag, sign_bytes(b.add(34 + 4 * c)), odd(sc), odd(sc >> 4))
         }
         IQ3_XXS => {
             let s = u32_at(b.add(66 + 4 * c));
             let gi = |i: usize| *b.add(2 + 8 * c + i) as usize;
             let mag = g4x8(IQ3XXS, gi);
-            let signs = (0..4).fold(0u32, |acc, l| acc | (ksigns(s >> (7 * l)) as u32) << (8 * l));
-            (mag, signs, odd(s >> 28), odd(s >> 28))
+            (mag, ksign_bytes(|l| s >> (7 * l)), odd(s >> 28), odd(s >> 28))
         }
         _ => {
             // IQ3_S
@@ -87,7 +114,7 @@ unsafe fn chunk<const T: u8>(b: *const u8, c: usize) -> (__m256i, u32, i16, i16)
             let gi = |i: usize| *b.add(2 + 8 * c + i) as usize | (((qh >> i) & 1) << 8);
             let mag = g4x8(IQ3S, gi);
             let m = odd((*b.add(106 + c / 2) as u32) >> (4 * (c % 2)));
-            (mag, u32_at(b.add(74 + 4 * c)), m, m)
+            (mag, sign_bytes(b.add(74 + 4 * c)), m, m)
         }
     }
 }
@@ -104,9 +131,7 @@ unsafe fn block_lanes<const T: u8>(wb: *const u8, ab: *const u8) -> __m256i {
     let mut sum = _mm256_setzero_si256();
     for c in 0..8 {
         let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
-        let neg = bits32(&signs as *const u32 as *const u8);
-        let q8 = load256(ab.add(Q8_K_QS + 32 * c));
-        let q8s = _mm256_sub_epi8(_mm256_xor_si256(q8, neg), neg);
+        let q8s = _mm256_sign_epi8(load256(ab.add(Q8_K_QS + 32 * c)), signs);
         let mult = _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(mag, q8s), mult));
     }
@@ -260,7 +285,7 @@ kernels1! {
 
 const ROWS: usize = 16;
 
-/// The decoded chunks of one block: (magnitudes or grid values, sign masks or shift signs,
+/// The decoded chunks of one block: (magnitudes or grid values, ±1 signs or shift signs,
 /// the multipliers of both halves as one vector).
 type Decoded = [(__m256i, __m256i, __m256i); 8];
 
@@ -274,8 +299,7 @@ unsafe fn decode<const T: u8>(wb: *const u8) -> Decoded {
         let (x, y, m_lo, m_hi) = if T >= IQ1_S {
             chunk1::<T>(wb, c)
         } else {
-            let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
-            (mag, bits32(&signs as *const u32 as *const u8), m_lo, m_hi)
+            chunk::<T>(wb, c)
         };
         *d = (x, y, _mm256_set_m128i(_mm_set1_epi16(m_hi), _mm_set1_epi16(m_lo)));
     }
@@ -295,7 +319,7 @@ unsafe fn lanes_of<const T: u8>(dec: &Decoded, ab: *const u8) -> (__m256i, __m25
             sv = _mm256_add_epi32(sv, _mm256_madd_epi16(pv, mult));
             sd = _mm256_add_epi32(sd, _mm256_madd_epi16(pd, mult));
         } else {
-            let q8s = _mm256_sub_epi8(_mm256_xor_si256(q8, y), y);
+            let q8s = _mm256_sign_epi8(q8, y);
             sv = _mm256_add_epi32(sv, _mm256_madd_epi16(_mm256_maddubs_epi16(x, q8s), mult));
         }
     }
@@ -392,8 +416,7 @@ unsafe fn unpack<const T: u8>(wb: *const u8, q: *mut u8, sc: *mut i32, factor: f
             (_mm256_add_epi8(_mm256_add_epi8(g4, g4), shift), m_lo, m_hi)
         } else {
             let (mag, signs, m_lo, m_hi) = chunk::<T>(wb, c);
-            let neg = bits32(&signs as *const u32 as *const u8);
-            (_mm256_sub_epi8(_mm256_xor_si256(mag, neg), neg), m_lo, m_hi)
+            (_mm256_sign_epi8(mag, signs), m_lo, m_hi)
         };
         _mm256_storeu_si256(q.add(32 * c) as *mut __m256i, _mm256_xor_si256(v, bias));
         *sc.add(2 * c) = m_lo as i32;
