@@ -35,6 +35,8 @@ use std::cell::RefCell;
 const P: usize = 16;
 /// Tokens sharing each loaded weight vector.
 const T: usize = 4;
+/// Superblocks ahead that packing prefetches.
+const PF_BLOCKS: usize = 2;
 
 /// One Q4_K superblock of a panel: `q[8·sb + k]` lane r holds row r's values 4k..4k+4 of
 /// sub-block sb (a byte each), `sc[sb]` its scale, `mins[sb]` its min twice (two i16),
@@ -154,30 +156,76 @@ unsafe fn pack_q6_k(b: *const u8, _ws: usize, idx: __m512i, mask: __mmask16, p: 
     }
 }
 
+/// Transposes a 16 × 16 matrix of i32 (`m[r]` lane c → `m[c]` lane r).
+#[inline(always)]
+unsafe fn transpose16(m: &mut [__m512i; 16]) {
+    let z = _mm512_setzero_si512();
+    // t[2i] lane L: (r2i[4L], r2i+1[4L], r2i[4L+1], r2i+1[4L+1]); t[2i+1] the same for 4L+2, 4L+3
+    let mut t = [z; 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_epi32(m[2 * i], m[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(m[2 * i], m[2 * i + 1]);
+    }
+    // u[4i + e] lane L: element 4L + e of rows 4i..4i+4
+    let mut u = [z; 16];
+    for i in 0..4 {
+        u[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    // column 4L + e: lane L of u[e], u[4 + e], u[8 + e], u[12 + e]
+    for e in 0..4 {
+        let v0 = _mm512_shuffle_i32x4::<0x44>(u[e], u[4 + e]);
+        let v1 = _mm512_shuffle_i32x4::<0xEE>(u[e], u[4 + e]);
+        let w0 = _mm512_shuffle_i32x4::<0x44>(u[8 + e], u[12 + e]);
+        let w1 = _mm512_shuffle_i32x4::<0xEE>(u[8 + e], u[12 + e]);
+        m[e] = _mm512_shuffle_i32x4::<0x88>(v0, w0);
+        m[4 + e] = _mm512_shuffle_i32x4::<0xDD>(v0, w0);
+        m[8 + e] = _mm512_shuffle_i32x4::<0x88>(v1, w1);
+        m[12 + e] = _mm512_shuffle_i32x4::<0xDD>(v1, w1);
+    }
+}
+
 /// One block of 16 grid i-quant rows (`ws` bytes apart; the rows in `mask`) as a
 /// [`PackedQ6K`]: each row unpacked to `q + 128` bytes and group multipliers
-/// (`avx2_iq::unpack`), then gathered into row lanes; `d` holds `d · FACTOR` per row.
+/// (`avx2_iq::unpack`), then transposed into row lanes (rows past the mask are zeros);
+/// `d` holds `d · FACTOR` per row.
 #[inline(always)]
 unsafe fn pack_iq(unpack: UnpackFn, b: *const u8, ws: usize, mask: __mmask16, p: *mut PackedQ6K) {
     #[repr(C, align(64))]
     struct Rows {
-        q: [u8; P * QK_K],
-        sc: [i32; P * 16],
+        q: [[__m512i; 4]; P],
+        sc: [__m512i; P],
         d: [f32; P],
     }
-    let mut t = Rows { q: [0; P * QK_K], sc: [0; P * 16], d: [0.0; P] };
-    for r in 0..mask.count_ones() as usize {
-        t.d[r] = unpack(b.add(r * ws), t.q.as_mut_ptr().add(QK_K * r), t.sc.as_mut_ptr().add(16 * r));
+    let mut t = core::mem::MaybeUninit::<Rows>::uninit();
+    let tp = t.as_mut_ptr();
+    let n = mask.count_ones() as usize;
+    for r in 0..P {
+        let (q, sc) = (core::ptr::addr_of_mut!((*tp).q[r]) as *mut u8, core::ptr::addr_of_mut!((*tp).sc[r]) as *mut i32);
+        let d = if r < n {
+            unpack(b.add(r * ws), q, sc)
+        } else {
+            core::ptr::write_bytes(q, 0, QK_K);
+            core::ptr::write_bytes(sc, 0, 16);
+            0.0
+        };
+        core::ptr::addr_of_mut!((*tp).d[r]).write(d);
     }
+    // SAFETY: every field of every row was written above
+    let t = t.assume_init_mut();
     let p = &mut *p;
-    let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    let (iq, isc) = (_mm512_slli_epi32::<8>(lanes), _mm512_slli_epi32::<4>(lanes));
-    for g in 0..16 {
-        for k in 0..4 {
-            p.q[4 * g + k] = _mm512_i32gather_epi32::<1>(iq, t.q.as_ptr().add(16 * g + 4 * k) as *const i32);
+    for k in 0..4 {
+        let mut m = [_mm512_setzero_si512(); 16];
+        for (r, v) in m.iter_mut().enumerate() {
+            *v = t.q[r][k];
         }
-        p.sc[g] = _mm512_i32gather_epi32::<4>(isc, t.sc.as_ptr().add(g));
+        transpose16(&mut m);
+        p.q[16 * k..16 * k + 16].copy_from_slice(&m);
     }
+    transpose16(&mut t.sc);
+    p.sc = t.sc;
     for m in 0..8 {
         let (lo, hi) = (p.sc[2 * m], p.sc[2 * m + 1]);
         p.scp[m] = _mm512_or_si512(_mm512_and_si512(lo, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32::<16>(hi));
@@ -347,6 +395,15 @@ macro_rules! packed_tile {
                     // every token < cols holds `nb` blocks likewise.
                     unsafe {
                         for i in 0..nb {
+                            // the rows' blocks PF_BLOCKS ahead on their way to L1 (16 strided
+                            // streams: the hardware prefetchers leave the first loads waiting)
+                            if i + PF_BLOCKS < nb {
+                                let ahead = w.as_ptr().add(r0 * ws + $wts * (i + PF_BLOCKS));
+                                for r in 0..n_rows {
+                                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(r * ws) as *const i8);
+                                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(r * ws + $wts - 1) as *const i8);
+                                }
+                            }
                             $pack(w.as_ptr().add(r0 * ws + $wts * i), ws, idx, mask, pk.add(i));
                         }
                         let mut t0 = 0;
