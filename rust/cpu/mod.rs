@@ -1,6 +1,8 @@
 //! CPU compute: persistent thread pool, quantized matmul, norms, RoPE, activations, attention.
 pub mod attention;
 pub mod attention_fa;
+#[cfg(target_arch = "x86_64")]
+mod attn_avx512;
 mod fa_accum;
 pub mod f16vec;
 pub mod matmul;

@@ -1,0 +1,204 @@
+//! AVX-512 kernels of the non-fused attention's batch order (`Order::Tiny16`: tinyBLAS's 16
+//! lanes) over an f16 cache: the same per-lane FMA chains and reductions as the AVX2 / scalar
+//! paths of `f16vec.rs` (bit for bit; `tests` below), with the work arranged for throughput:
+//! QK^T takes two keys against up to four query heads per pass (each widened K vector feeds
+//! four chains, each Q vector two), and P·V keeps the 16 lanes of a 16-value slice of the
+//! output in registers over all keys instead of reading and writing them per key.
+//!
+//! Soundness: the `unsafe fn`s need avx512f+bw+vl, avx2, fma and f16c; the safe entry points
+//! check `isa() == Avx512` (which implies them) and every length before calling them.
+use crate::quant::{isa, Isa};
+use core::arch::x86_64::*;
+
+/// ggml's `hsum_float_8`.
+#[inline(always)]
+unsafe fn hsum8(x: __m256) -> f32 {
+    let h = _mm_add_ps(_mm256_extractf128_ps::<1>(x), _mm256_castps256_ps128(x));
+    let h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)))
+}
+
+/// `reduce16` of the 16 lanes of `v` (lanes l and l + 8 first, then `hsum_float_8`).
+#[inline(always)]
+unsafe fn reduce16(v: __m512) -> f32 {
+    let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+    hsum8(_mm256_add_ps(_mm512_castps512_ps256(v), hi))
+}
+
+#[inline(always)]
+unsafe fn ld16(p: *const u16) -> __m512 {
+    _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i))
+}
+
+/// Dots of `R` query rows (`q`, `d` apart) with two keys, 16-lane chains over `d` (a multiple
+/// of 16): `[row][key]`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn qk_pair<const R: usize>(q: *const f32, d: usize, k0: *const u16, k1: *const u16) -> [[f32; 2]; R] {
+    let mut acc = [[_mm512_setzero_ps(); 2]; R];
+    let mut i = 0;
+    while i < d {
+        let (a, b) = (ld16(k0.add(i)), ld16(k1.add(i)));
+        for (r, ar) in acc.iter_mut().enumerate() {
+            let x = _mm512_loadu_ps(q.add(r * d + i));
+            ar[0] = _mm512_fmadd_ps(x, a, ar[0]);
+            ar[1] = _mm512_fmadd_ps(x, b, ar[1]);
+        }
+        i += 16;
+    }
+    let mut out = [[0f32; 2]; R];
+    for r in 0..R {
+        out[r] = [reduce16(acc[r][0]), reduce16(acc[r][1])];
+    }
+    out
+}
+
+/// `scores[h·n + i] = dot(q[h·d..][..d], keys[i][..d])` in the Tiny16 order for `h < heads`,
+/// `i < keys.len() = n`. Returns false (nothing written) where this kernel does not apply:
+/// not AVX-512, `d` not a multiple of 16, or a short row or buffer.
+pub fn qk_tiny16(q: &[f32], heads: usize, d: usize, keys: &[&[u16]], scores: &mut [f32]) -> bool {
+    let n = keys.len();
+    if isa() != Isa::Avx512 || d % 16 != 0 || q.len() < heads * d || scores.len() < heads * n || keys.iter().any(|k| k.len() < d) {
+        return false;
+    }
+    let mut h = 0;
+    while h < heads {
+        let m = (heads - h).min(4);
+        let qp = q[h * d..].as_ptr();
+        let mut i = 0;
+        while i < n {
+            // an odd last key pairs with itself
+            let (k0, k1) = (keys[i].as_ptr(), keys[(i + 1).min(n - 1)].as_ptr());
+            // SAFETY: AVX-512 checked above; rows h..h + m of q and both keys hold d values.
+            let r: [[f32; 2]; 4] = unsafe {
+                match m {
+                    1 => pad(qk_pair::<1>(qp, d, k0, k1)),
+                    2 => pad(qk_pair::<2>(qp, d, k0, k1)),
+                    3 => pad(qk_pair::<3>(qp, d, k0, k1)),
+                    _ => qk_pair::<4>(qp, d, k0, k1),
+                }
+            };
+            for (hh, rr) in r.iter().enumerate().take(m) {
+                scores[(h + hh) * n + i] = rr[0];
+                if i + 1 < n {
+                    scores[(h + hh) * n + i + 1] = rr[1];
+                }
+            }
+            i += 2;
+        }
+        h += m;
+    }
+    true
+}
+
+fn pad<const R: usize>(r: [[f32; 2]; R]) -> [[f32; 2]; 4] {
+    let mut o = [[0f32; 2]; 4];
+    o[..R].copy_from_slice(&r);
+    o
+}
+
+/// One 16-value slice (`off`) of `Σ_j p_j · v_j`: lane `j % 16` of each output value an FMA
+/// chain over the keys j = pos0 + i with `p[i] != 0`, in increasing j, then `reduce16`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn pv_slice(p: &[f32], pos0: usize, rows: &[*const u16], off: usize) -> __m512 {
+    let mut acc = [_mm512_setzero_ps(); 16];
+    let n = p.len();
+    let mut base = pos0 - pos0 % 16;
+    while base < pos0 + n {
+        for (l, a) in acc.iter_mut().enumerate() {
+            let j = base + l;
+            if j < pos0 || j >= pos0 + n {
+                continue;
+            }
+            let pj = *p.get_unchecked(j - pos0);
+            if pj == 0.0 {
+                continue;
+            }
+            *a = _mm512_fmadd_ps(_mm512_set1_ps(pj), ld16(rows.get_unchecked(j - pos0).add(off)), *a);
+        }
+        base += 16;
+    }
+    // reduce16 per value: t_k = x_k + x_(k+8), then ((t0+t4)+(t2+t6)) + ((t1+t5)+(t3+t7))
+    let t: [__m512; 8] = [
+        _mm512_add_ps(acc[0], acc[8]),
+        _mm512_add_ps(acc[1], acc[9]),
+        _mm512_add_ps(acc[2], acc[10]),
+        _mm512_add_ps(acc[3], acc[11]),
+        _mm512_add_ps(acc[4], acc[12]),
+        _mm512_add_ps(acc[5], acc[13]),
+        _mm512_add_ps(acc[6], acc[14]),
+        _mm512_add_ps(acc[7], acc[15]),
+    ];
+    let e = _mm512_add_ps(_mm512_add_ps(t[0], t[4]), _mm512_add_ps(t[2], t[6]));
+    let o = _mm512_add_ps(_mm512_add_ps(t[1], t[5]), _mm512_add_ps(t[3], t[7]));
+    _mm512_add_ps(e, o)
+}
+
+/// `out[e] = Σ_j p[j - pos0] · rows[j - pos0][e]` for `e < vd` in the Tiny16 order (lane
+/// `j % 16`; keys with `p == 0` skipped; lanes no key reached are zeros), as `Lanes` with
+/// `Order::Tiny16` computes it. Returns false (nothing written) where this kernel does not
+/// apply: not AVX-512, `vd` not a multiple of 16, or a short row or buffer.
+pub fn pv_tiny16(p: &[f32], pos0: usize, rows: &[&[u16]], vd: usize, out: &mut [f32]) -> bool {
+    if isa() != Isa::Avx512 || vd % 16 != 0 || rows.len() != p.len() || out.len() < vd || rows.iter().any(|r| r.len() < vd) {
+        return false;
+    }
+    let ptrs: Vec<*const u16> = rows.iter().map(|r| r.as_ptr()).collect();
+    for off in (0..vd).step_by(16) {
+        // SAFETY: AVX-512 checked above; every row holds vd ≥ off + 16 values; out too.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(off), pv_slice(p, pos0, &ptrs, off)) };
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpu::f16vec::{dot_f16_rows, Lanes, Order};
+    use crate::quant::f16::{f32_to_f16, round_f16};
+
+    fn rng(seed: &mut u64) -> f32 {
+        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+
+    /// Both kernels give the bits of the general paths (`dot_f16_rows`, `Lanes`), over head
+    /// counts 1..=6, odd and even key counts, keys starting off a multiple of 16 and zero
+    /// probabilities.
+    #[test]
+    fn tiny16_kernels_match_general_paths() {
+        if isa() != Isa::Avx512 {
+            eprintln!("skipped: no AVX-512 on this machine");
+            return;
+        }
+        let mut s = 7u64;
+        for (d, heads, n, pos0) in [(64, 1, 1, 0), (64, 4, 37, 5), (128, 6, 64, 16), (256, 4, 19, 300), (256, 3, 200, 7)] {
+            let q: Vec<f32> = (0..heads * d).map(|_| round_f16(rng(&mut s))).collect();
+            let keys: Vec<Vec<u16>> = (0..n).map(|_| (0..d).map(|_| f32_to_f16(rng(&mut s) * 4.0)).collect()).collect();
+            let kr: Vec<&[u16]> = keys.iter().map(|k| &k[..]).collect();
+            let mut got = vec![0f32; heads * n];
+            assert!(qk_tiny16(&q, heads, d, &kr, &mut got));
+            for (i, k) in keys.iter().enumerate() {
+                let mut want = vec![0f32; heads];
+                dot_f16_rows(&q, k, d, Order::Tiny16, &mut want);
+                for h in 0..heads {
+                    assert_eq!(got[h * n + i].to_bits(), want[h].to_bits(), "qk d={d} head {h} key {i}");
+                }
+            }
+            let p: Vec<f32> = (0..n).map(|i| if i % 7 == 3 { 0.0 } else { round_f16(rng(&mut s).abs()) }).collect();
+            let mut got = vec![0f32; d];
+            assert!(pv_tiny16(&p, pos0, &kr, d, &mut got));
+            let mut want = vec![0f32; d];
+            Lanes::with(Order::Tiny16, d, |l| {
+                l.reset();
+                for (i, k) in keys.iter().enumerate() {
+                    if p[i] != 0.0 {
+                        l.add(pos0 + i, p[i], k);
+                    }
+                }
+                l.reduce_into(&mut want);
+            });
+            for e in 0..d {
+                assert_eq!(got[e].to_bits(), want[e].to_bits(), "pv d={d} value {e}");
+            }
+        }
+    }
+}
