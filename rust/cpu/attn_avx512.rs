@@ -96,24 +96,38 @@ fn pad<const R: usize>(r: [[f32; 2]; R]) -> [[f32; 2]; 4] {
     o
 }
 
+/// One group of 16 consecutive keys (lane l: probability `p[l]`, values at `rows[l] + off`)
+/// into the lanes; a zero probability leaves its lane as it is (the key is skipped).
+#[inline(always)]
+unsafe fn pv_group(acc: &mut [__m512; 16], p: *const f32, rows: *const *const u16, off: usize) {
+    for (l, a) in acc.iter_mut().enumerate() {
+        let pl = *p.add(l);
+        let keep: __mmask16 = if pl != 0.0 { 0xFFFF } else { 0 };
+        *a = _mm512_mask3_fmadd_ps(_mm512_set1_ps(pl), ld16((*rows.add(l)).add(off)), *a, keep);
+    }
+}
+
 /// One 16-value slice (`off`) of `Σ_j p_j · v_j`: lane `j % 16` of each output value an FMA
 /// chain over the keys j = pos0 + i with `p[i] != 0`, in increasing j, then `reduce16`.
+/// The lanes stay in registers: whole groups of 16 keys at a time, a partly filled group
+/// padded with zero probabilities.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
 unsafe fn pv_slice(p: &[f32], pos0: usize, rows: &[*const u16], off: usize) -> __m512 {
     let mut acc = [_mm512_setzero_ps(); 16];
-    let n = p.len();
+    let end = pos0 + p.len();
     let mut base = pos0 - pos0 % 16;
-    while base < pos0 + n {
-        for (l, a) in acc.iter_mut().enumerate() {
-            let j = base + l;
-            if j < pos0 || j >= pos0 + n {
-                continue;
+    while base < end {
+        if base >= pos0 && base + 16 <= end {
+            pv_group(&mut acc, p.as_ptr().add(base - pos0), rows.as_ptr().add(base - pos0), off);
+        } else {
+            let (mut pp, mut rp) = ([0f32; 16], [rows[0]; 16]);
+            for l in 0..16 {
+                if base + l >= pos0 && base + l < end {
+                    pp[l] = p[base + l - pos0];
+                    rp[l] = rows[base + l - pos0];
+                }
             }
-            let pj = *p.get_unchecked(j - pos0);
-            if pj == 0.0 {
-                continue;
-            }
-            *a = _mm512_fmadd_ps(_mm512_set1_ps(pj), ld16(rows.get_unchecked(j - pos0).add(off)), *a);
+            pv_group(&mut acc, pp.as_ptr(), rp.as_ptr(), off);
         }
         base += 16;
     }
@@ -138,7 +152,7 @@ unsafe fn pv_slice(p: &[f32], pos0: usize, rows: &[*const u16], off: usize) -> _
 /// `Order::Tiny16` computes it. Returns false (nothing written) where this kernel does not
 /// apply: not AVX-512, `vd` not a multiple of 16, or a short row or buffer.
 pub fn pv_tiny16(p: &[f32], pos0: usize, rows: &[&[u16]], vd: usize, out: &mut [f32]) -> bool {
-    if isa() != Isa::Avx512 || vd % 16 != 0 || rows.len() != p.len() || out.len() < vd || rows.iter().any(|r| r.len() < vd) {
+    if isa() != Isa::Avx512 || vd % 16 != 0 || p.is_empty() || rows.len() != p.len() || out.len() < vd || rows.iter().any(|r| r.len() < vd) {
         return false;
     }
     let ptrs: Vec<*const u16> = rows.iter().map(|r| r.as_ptr()).collect();
