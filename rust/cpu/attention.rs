@@ -5,7 +5,8 @@
 //! `f16vec.rs`), softmax with ggml's exponential and 16-wide partial sums by key position,
 //! probabilities converted to V's type (f16, bf16; f32 as they are) before the V product
 //! (ggml's `mul_mat` of the transposed V by them). One task handles one token and one KV head with all the query heads that
-//! share it, so each K/V row is read and widened once per group, not once per head.
+//! share it, so each K/V row is read and widened once per group, not once per head. On
+//! AVX-512 an f16 cache's batch order runs through `attn_avx512.rs` (the same bits).
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
 use crate::quant::f16::{bf16_to_f32, f32_to_bf16, round_f16};
