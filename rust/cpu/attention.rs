@@ -75,6 +75,7 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
     let vt = kv.v_type;
     let qt = vec_dot_type(kt.ggml());
     let group = s.n_head / s.n_head_kv;
+    let wide = tiny16_wide();
     let optr = SendPtr(out.as_mut_ptr());
     pool.run(n_tokens * s.n_head_kv, |task| {
         // the whole wrapper (Sync), not its raw pointer field (edition-2021 closures capture fields)
@@ -105,7 +106,11 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         let mut dots = vec![0f32; group];
         if kt == KvType::F16 {
             let qh: Vec<f32> = qrow.iter().map(|&x| round_f16(x)).collect();
-            if kq_order == Order::Tiny16 && tiny16_keys(&qh, group, hd, (start..=pos).map(|j| &k[row(j) * kdim + g * hd..][..hd]), &mut scores) {
+            let fast = kq_order == Order::Tiny16 && wide && hd % 16 == 0 && {
+                let keys: Vec<&[u16]> = (start..=pos).map(|j| &k[row(j) * kdim + g * hd..][..hd]).collect();
+                tiny16_keys(&qh, group, hd, &keys, &mut scores)
+            };
+            if fast {
                 scores.iter_mut().for_each(|x| *x = s.score(*x));
             } else {
                 for (idx, j) in (start..=pos).enumerate() {
@@ -138,14 +143,12 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         let mut vf = vec![0f32; if vt == KvType::F16 { 0 } else { vd }];
         // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
-        if vt == KvType::F16
-            && kqv_order == Order::Tiny16
-            && (0..group).all(|hh| {
-                let p = &scores[hh * n_keys..(hh + 1) * n_keys];
-                tiny16_values(p, start, (start..=pos).map(|j| &v[row(j) * vdim + v_off..][..v_len]), vd, &mut o[hh * vd..(hh + 1) * vd])
-            })
-        {
-            return;
+        if vt == KvType::F16 && kqv_order == Order::Tiny16 && wide && vd % 16 == 0 {
+            // the group's V rows, gathered once for all its heads
+            let rows: Vec<&[u16]> = (start..=pos).map(|j| &v[row(j) * vdim + v_off..][..v_len]).collect();
+            if (0..group).all(|hh| tiny16_values(&scores[hh * n_keys..(hh + 1) * n_keys], start, &rows, vd, &mut o[hh * vd..(hh + 1) * vd])) {
+                return;
+            }
         }
         Lanes::with(kqv_order, vd, |lanes| {
             for hh in 0..group {
@@ -169,31 +172,31 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
     });
 }
 
-/// The AVX-512 QK^T kernel of the batch order over the keys `keys` (false: not applicable,
-/// nothing written).
-fn tiny16_keys<'a>(q: &[f32], heads: usize, d: usize, keys: impl Iterator<Item = &'a [u16]>, scores: &mut [f32]) -> bool {
+/// Whether the batch order's AVX-512 kernels (`attn_avx512.rs`) run on this machine.
+fn tiny16_wide() -> bool {
+    cfg!(target_arch = "x86_64") && crate::quant::isa() == crate::quant::Isa::Avx512
+}
+
+/// The AVX-512 QK^T kernel of the batch order (false: not applicable, nothing written).
+fn tiny16_keys(q: &[f32], heads: usize, d: usize, keys: &[&[u16]], scores: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
+    return super::attn_avx512::qk_tiny16(q, heads, d, keys, scores);
+    #[cfg(not(target_arch = "x86_64"))]
     {
-        if crate::quant::isa() == crate::quant::Isa::Avx512 && d % 16 == 0 {
-            let keys: Vec<&[u16]> = keys.collect();
-            return super::attn_avx512::qk_tiny16(q, heads, d, &keys, scores);
-        }
+        let _ = (q, heads, d, keys, scores);
+        false
     }
-    let _ = (q, heads, d, keys, scores);
-    false
 }
 
 /// The AVX-512 P·V kernel of the batch order (false: not applicable, nothing written).
-fn tiny16_values<'a>(p: &[f32], pos0: usize, rows: impl Iterator<Item = &'a [u16]>, vd: usize, out: &mut [f32]) -> bool {
+fn tiny16_values(p: &[f32], pos0: usize, rows: &[&[u16]], vd: usize, out: &mut [f32]) -> bool {
     #[cfg(target_arch = "x86_64")]
+    return super::attn_avx512::pv_tiny16(p, pos0, rows, vd, out);
+    #[cfg(not(target_arch = "x86_64"))]
     {
-        if crate::quant::isa() == crate::quant::Isa::Avx512 && vd % 16 == 0 {
-            let rows: Vec<&[u16]> = rows.collect();
-            return super::attn_avx512::pv_tiny16(p, pos0, &rows, vd, out);
-        }
+        let _ = (p, pos0, rows, vd, out);
+        false
     }
-    let _ = (p, pos0, rows, vd, out);
-    false
 }
 
 /// Bidirectional attention of encoders over the batch itself, in f32 as llama.cpp's
