@@ -146,15 +146,19 @@ def test_tiny_models_partial_offload_and_decode(tiny, device, arch):
     assert b.tokens == [int(t) for t in full[len(ids) - 1 : -1].argmax(-1)]
 
 
-def test_type_without_gpu_loader_is_refused_clearly(tiny, device):
-    """The grid i-quants run on the CPU only: offloading one names the tensor, the type and
-    the way out; the same file runs on the CPU."""
-    p = tiny("llama", "IQ2_XXS")
-    with pytest.raises(llamars.NotSupportedError) as e:
-        llamars.Engine(p, n_ctx=64, n_threads=1, n_gpu_layers="all", device=device)
-    msg = str(e.value)
-    assert "IQ2_XXS" in msg and "blk.0." in msg and "-ngl 0" in msg
-    assert llamars.Engine(p, n_ctx=64, n_threads=1).logits([1, 5, 9]).shape[0] == 3
+@pytest.mark.parametrize("wtype", ["IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"])
+def test_grid_and_ternary_types_on_the_device(tiny, device, wtype):
+    """Types without an integer kernel on the device, end to end. The grid i-quants read ggml's grid tables from one device buffer (kernels/grids.rs):
+    every layer offloaded, f32 activations, against the numpy oracle and the CPU path."""
+    p = tiny("llama", wtype)
+    ids = list(range(1, 40))
+    e = llamars.Engine(p, n_ctx=128, n_threads=1, n_gpu_layers="all", device=device)
+    assert e.n_gpu_layers_offloaded == tm.SPECS["llama"].n_layer + 1
+    gpu = e.logits(ids)
+    ref = Oracle(p).logits(ids)
+    cpu = llamars.Engine(p, n_ctx=128, n_threads=1).logits(ids)
+    assert _rel(gpu, ref) <= TINY_REL, f"{wtype}: GPU vs oracle max |Δ| / std = {_rel(gpu, ref):.4f}"
+    assert _rel(gpu, cpu) <= TINY_REL_CPU, f"{wtype}: GPU vs CPU max |Δ| / std = {_rel(gpu, cpu):.4f}"
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])

@@ -16,11 +16,11 @@ use super::scalar::{hsum8, rd_f32};
 use super::scalar_k::{fma_k_lanes, k_lanes};
 use super::GgmlType;
 
-pub(super) static IQ2XXS: &[u8; 256 * 8] = include_bytes!("grids/iq2xxs.bin");
-pub(super) static IQ2XS: &[u8; 512 * 8] = include_bytes!("grids/iq2xs.bin");
-pub(super) static IQ2S: &[u8; 1024 * 8] = include_bytes!("grids/iq2s.bin");
-pub(super) static IQ3XXS: &[u8; 256 * 4] = include_bytes!("grids/iq3xxs.bin");
-pub(super) static IQ3S: &[u8; 512 * 4] = include_bytes!("grids/iq3s.bin");
+pub(crate) static IQ2XXS: &[u8; 256 * 8] = include_bytes!("grids/iq2xxs.bin");
+pub(crate) static IQ2XS: &[u8; 512 * 8] = include_bytes!("grids/iq2xs.bin");
+pub(crate) static IQ2S: &[u8; 1024 * 8] = include_bytes!("grids/iq2s.bin");
+pub(crate) static IQ3XXS: &[u8; 256 * 4] = include_bytes!("grids/iq3xxs.bin");
+pub(crate) static IQ3S: &[u8; 512 * 4] = include_bytes!("grids/iq3s.bin");
 
 /// ggml's `ksigns_iq2xs`: 7 sign bits and an eighth that makes the count of minus signs even.
 #[inline]

@@ -14,7 +14,7 @@ use super::scalar::{hsum8, q8_k_bsum, rd_f32};
 use super::scalar_k::{fma_k_lanes, k_lanes};
 use super::GgmlType;
 
-pub(super) static IQ1S: &[u8; 2048 * 8] = include_bytes!("grids/iq1s.bin");
+pub(crate) static IQ1S: &[u8; 2048 * 8] = include_bytes!("grids/iq1s.bin");
 
 const DELTA: f32 = 0.125;
 

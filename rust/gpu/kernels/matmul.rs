@@ -69,14 +69,16 @@ impl GpuWeight {
     /// x: [n, n_in] f32, y: [n, n_out] f32.
     pub fn ops(&self, gpu: &Gpu, x: &wgpu::Buffer, y: &wgpu::Buffer, step: &wgpu::Buffer, sel: bool) -> Result<Vec<(Op, Op)>> {
         let mut out = Vec::new();
+        let grids = super::grids::buffer(gpu, self.ty)?;
         for c in &self.chunks {
+            let bufs: Vec<&wgpu::Buffer> = [&c.buf, x, y].into_iter().chain(grids.as_ref()).collect();
             let p = words(&[self.n_in as u32, c.rows as u32, self.row_bytes as u32, c.row0 as u32, self.n_out as u32, sel as u32, 0, 0]);
             let rows = c.rows as u32;
             let small = op(
                 gpu,
                 Family::Mat(self.ty),
                 "matvec",
-                &[&c.buf, x, y],
+                &bufs,
                 Some(&p),
                 step,
                 Box::new(move |s| if s.rows(sel) <= MATVEC_MAX { fold(rows) } else { [0, 0, 0] }),
@@ -85,7 +87,7 @@ impl GpuWeight {
                 gpu,
                 Family::Mat(self.ty),
                 "matmul",
-                &[&c.buf, x, y],
+                &bufs,
                 Some(&p),
                 step,
                 Box::new(move |s| if s.rows(sel) > MATVEC_MAX { [rows.div_ceil(64), s.rows(sel).div_ceil(32), 1] } else { [0, 0, 0] }),

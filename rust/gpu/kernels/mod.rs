@@ -6,6 +6,7 @@ pub mod attention;
 pub mod eltwise;
 pub mod embed;
 pub mod exact;
+pub mod grids;
 pub mod kvstore;
 pub mod matmul;
 pub mod norm;
@@ -49,6 +50,13 @@ pub fn quant_name(ty: GgmlType) -> Option<&'static str> {
         MXFP4 => "mxfp4",
         TQ1_0 => "tq1_0",
         TQ2_0 => "tq2_0",
+        IQ2_XXS => "iq2_xxs",
+        IQ2_XS => "iq2_xs",
+        IQ2_S => "iq2_s",
+        IQ3_XXS => "iq3_xxs",
+        IQ3_S => "iq3_s",
+        IQ1_S => "iq1_s",
+        IQ1_M => "iq1_m",
         _ => return None,
     })
 }
@@ -83,6 +91,7 @@ impl Family {
     fn bindings(self) -> &'static [(u32, B)] {
         use B::*;
         match self {
+            f if grids::family_binds(f) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R)],
             Family::Mat(_) | Family::Embed(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
             Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R)],
             Family::QAct => &[(0, R), (1, W), (3, U), (4, U)],
@@ -111,7 +120,8 @@ impl Family {
                 let k = if matches!(self, Family::Mat(_)) { include_str!("matmul.wgsl") } else { include_str!("embed.wgsl") };
                 let mat = if matches!(self, Family::Mat(_)) { MAT } else { "" };
                 let blocks = crate::quant::blocks::wgsl_constants();
-                return Ok(format!("{common}\n{k}\n{mat}\n{blocks}\n{QUANT}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
+                let grid = if grids::uses_grids(ty) { grids::wgsl() } else { String::new() };
+                return Ok(format!("{common}\n{k}\n{mat}\n{blocks}\n{QUANT}\n{grid}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
             }
             Family::Norm => include_str!("norm.wgsl"),
             Family::Eltwise => include_str!("eltwise.wgsl"),
@@ -139,6 +149,8 @@ impl Family {
 pub struct Pipelines {
     layouts: Mutex<HashMap<Family, (Arc<wgpu::BindGroupLayout>, Arc<wgpu::ShaderModule>)>>,
     pipes: Mutex<HashMap<(Family, &'static str), Arc<wgpu::ComputePipeline>>>,
+    /// The i-quant grid tables (grids.rs), uploaded on first use.
+    pub grids: Mutex<Option<wgpu::Buffer>>,
 }
 
 impl Pipelines {
