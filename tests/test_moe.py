@@ -83,14 +83,6 @@ def test_inspect_and_info_report_experts_and_active_parameters(moe_path, capsys)
     e.close()
 
 
-def test_gpu_offload_keeps_expert_layers_on_the_cpu(moe_path):
-    e = Engine(moe_path, n_ctx=128, n_gpu_layers=-1)
-    assert e.n_gpu_layers_offloaded == 0
-    assert "mixture-of-experts" in e.info["gpu_note"]
-    assert len(e.generate("hello", max_tokens=3, temperature=0.0).tokens) == 3
-    e.close()
-
-
 def _kvs(drop=(), extra=()):
     return [kv for kv in ta.model_kvs("qwen3moe") if kv.key not in drop] + list(extra)
 

@@ -35,10 +35,15 @@ pub(super) enum Slot {
     Flags,
     SelFlags,
     Gelu,
+    MoeIds,
+    MoeWts,
+    MoeGate,
+    MoeUp,
+    MoeOut,
 }
 
 impl Slot {
-    pub(super) const ALL: [Slot; 23] = [
+    pub(super) const ALL: [Slot; 28] = [
         Slot::X,
         Slot::H,
         Slot::Q,
@@ -62,6 +67,11 @@ impl Slot {
         Slot::Flags,
         Slot::SelFlags,
         Slot::Gelu,
+        Slot::MoeIds,
+        Slot::MoeWts,
+        Slot::MoeGate,
+        Slot::MoeUp,
+        Slot::MoeOut,
     ];
 
     /// What the buffer holds (its label in device errors).
@@ -90,6 +100,11 @@ impl Slot {
             Slot::Flags => "matmul orders",
             Slot::SelFlags => "matmul orders (selected rows)",
             Slot::Gelu => "GELU table",
+            Slot::MoeIds => "chosen experts",
+            Slot::MoeWts => "expert weights",
+            Slot::MoeGate => "expert gates",
+            Slot::MoeUp => "expert ups",
+            Slot::MoeOut => "expert outputs",
         }
     }
 }
@@ -122,8 +137,11 @@ impl Acts {
         let f4 = |n: usize| (n * 4) as u64;
         let (e, qd, kd, vd, ad) = (c.n_embd, c.n_head * c.head_dim, c.n_head_kv * c.head_dim, c.n_head_kv * c.v_head_dim, c.n_head * c.v_head_dim);
         let half = c.n_rot / 2;
+        // the experts' (token, slot) pairs and their widths, the shared expert's width
+        let (k, fe, fs) = c.moe.as_ref().map_or((0, 0, 0), |m| (m.n_used, m.n_ff_exp, m.n_ff_shexp));
+        let ff = c.n_ff.max(fs);
         // widest input of any matrix product
-        let max_in = e.max(ad).max(c.n_ff);
+        let max_in = e.max(ad).max(ff);
         let size = |s: Slot| -> u64 {
             match s {
                 Slot::X => f4(cap * e),
@@ -133,8 +151,8 @@ impl Acts {
                 Slot::V => f4(cap * vd),
                 Slot::Attn => f4(cap * ad),
                 Slot::O => f4(cap * e),
-                Slot::Gate => f4(cap * c.n_ff),
-                Slot::Up => f4(cap * c.n_ff),
+                Slot::Gate => f4(cap * ff),
+                Slot::Up => f4(cap * ff),
                 Slot::Router => f4(cap * c.moe.as_ref().map_or(1, |m| m.n_expert)),
                 Slot::Tm => (cap * 16) as u64,
                 Slot::Tok => f4(cap),
@@ -149,6 +167,9 @@ impl Acts {
                 Slot::Flags => f4(cap),
                 Slot::SelFlags => f4(sel_cap),
                 Slot::Gelu => gelu_table_bytes().len() as u64,
+                Slot::MoeIds | Slot::MoeWts => f4(cap * k),
+                Slot::MoeGate | Slot::MoeUp => f4(cap * k * fe),
+                Slot::MoeOut => f4(cap * k * e),
             }
         };
         let mut bufs = Vec::with_capacity(Slot::ALL.len());

@@ -4,6 +4,7 @@
 //! is `kv_device.rs`, a session's activations `acts.rs`, the forward step `step.rs`.
 use super::device::Gpu;
 use super::kernels::matmul::GpuWeight;
+use super::kernels::moe::upload_experts;
 use crate::cpu::Weight;
 use crate::error::{Error, Result};
 use crate::model::plan::Step;
@@ -12,11 +13,47 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// What the device holds for one step of a layer (`model::plan`): the weight rows of a
-/// matrix product, the vector of a norm or bias, or nothing.
+/// matrix product, the vector of a norm or bias, a mixture-of-experts FFN's experts, or
+/// nothing.
 pub(super) enum Dev {
     None,
     W(GpuWeight),
     V(wgpu::Buffer),
+    Moe(Box<MoeDev>),
+}
+
+/// The routed experts of one layer: 3-D weights split on expert boundaries and the
+/// per-expert biases (gpt-oss).
+pub(super) struct MoeDev {
+    pub(super) gate: Option<GpuWeight>,
+    pub(super) up: GpuWeight,
+    pub(super) down: GpuWeight,
+    pub(super) gate_b: Option<wgpu::Buffer>,
+    pub(super) up_b: Option<wgpu::Buffer>,
+    pub(super) down_b: Option<wgpu::Buffer>,
+}
+
+impl Dev {
+    fn weight_bytes(&self) -> usize {
+        match self {
+            Dev::W(w) => w.bytes(),
+            Dev::Moe(m) => m.gate.as_ref().map_or(0, GpuWeight::bytes) + m.up.bytes() + m.down.bytes(),
+            _ => 0,
+        }
+    }
+}
+
+fn up_moe(g: &Gpu, il: usize, moe: &crate::model::Moe) -> Result<MoeDev> {
+    let name = |n: &str| format!("blk.{il}.{n}");
+    let bias = |n: &str, v: &Option<Vec<f32>>| v.as_deref().map(|v| up_vec(g, &name(n), v)).transpose();
+    Ok(MoeDev {
+        gate: moe.gate.as_ref().map(|e| upload_experts(g, &name("ffn_gate_exps"), e)).transpose()?,
+        up: upload_experts(g, &name("ffn_up_exps"), &moe.up)?,
+        down: upload_experts(g, &name("ffn_down_exps"), &moe.down)?,
+        gate_b: bias("ffn_gate_exps.bias", &moe.gate_bias)?,
+        up_b: bias("ffn_up_exps.bias", &moe.up_bias)?,
+        down_b: bias("ffn_down_exps.bias", &moe.down_bias)?,
+    })
 }
 
 /// A layer on the device: one entry per step of `Model::layer_steps`, in step order.
@@ -80,6 +117,7 @@ impl Offload {
                 devs.push(match step {
                     Step::MatMul { w, lo, hi, name, .. } => Dev::W(up_w(g, &format!("blk.{il}.{name}"), w, lo, hi)?),
                     Step::Norm { w, name, .. } | Step::AddBias { b: w, name, .. } => Dev::V(up_vec(g, &format!("blk.{il}.{name}"), w)?),
+                    Step::Moe { moe, .. } => Dev::Moe(Box::new(up_moe(g, il, moe)?)),
                     _ => Dev::None,
                 });
             }
@@ -95,7 +133,7 @@ impl Offload {
         progress(n_offloaded, n_offloaded);
         let tied = std::ptr::eq(m_out.bytes().as_ptr(), m.tok_embd.bytes().as_ptr());
         let weight_bytes = output.bytes()
-            + layers.iter().flat_map(|l| &l.devs).map(|d| if let Dev::W(w) = d { w.bytes() } else { 0 }).sum::<usize>();
+            + layers.iter().flat_map(|l| &l.devs).map(Dev::weight_bytes).sum::<usize>();
         Ok(Offload { gpu, first, n_offloaded, weight_bytes, layers, out_norm, output, embed_on_device: tied && first == 0, id: next_id() })
     }
 

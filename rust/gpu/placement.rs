@@ -22,7 +22,9 @@ pub fn bytes_needed(m: &Model, n: usize, cfg: &super::GpuConfig) -> u64 {
     }
     let nb = cfg.n_batch.max(1) as u64;
     let (e, f) = (c.n_embd as u64, c.n_ff as u64);
-    let per_tok = 4 * (3 * e + 2 * (c.n_head * c.head_dim) as u64 + 2 * (c.n_head_kv * c.head_dim) as u64 + 2 * f);
+    // the experts' buffers: ids, weights, gate and up per (token, slot), outputs
+    let moe = c.moe.as_ref().map_or(0, |mc| (mc.n_used * (2 + 2 * mc.n_ff_exp + c.n_embd + mc.n_expert) + 2 * mc.n_ff_shexp) as u64);
+    let per_tok = 4 * (3 * e + 2 * (c.n_head * c.head_dim) as u64 + 2 * (c.n_head_kv * c.head_dim) as u64 + 2 * f + moe);
     let scores = 4 * nb * c.n_head as u64 * cfg.n_ctx.max(1) as u64;
     bytes + nb * per_tok + scores + 4 * c.n_vocab as u64
 }
@@ -47,8 +49,11 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     if m.config.attn_softcap > 0.0 {
         return Ok((None, format!("{} soft-caps attention scores, which GPU offload does not cover yet (WGSL's tanh is not libm's); running on the CPU", m.config.arch.name())));
     }
-    if m.config.moe.is_some() {
-        return Ok((None, format!("{} has mixture-of-experts layers, which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
+    if m.config.moe.as_ref().is_some_and(|mc| mc.n_used > super::kernels::moe::K_MAX) {
+        return Ok((None, format!("{} routes each token to more than {} experts, which GPU offload does not cover; running on the CPU", m.config.arch.name(), super::kernels::moe::K_MAX)));
+    }
+    if m.layers.iter().any(|l| l.attn.sinks.is_some()) {
+        return Ok((None, format!("{} has attention sinks, which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
     }
     if let Some(d) = named {
         if d.contains(',') {

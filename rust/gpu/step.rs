@@ -6,6 +6,7 @@ use super::acts::{Acts, Slot};
 use super::kernels::attention::{self, AttnBufs, AttnDesc};
 use super::kernels::eltwise::{op_ew, Ew};
 use super::kernels::matmul::GpuWeight;
+use super::kernels::moe::{self, IdIo};
 use super::kernels::norm::op_norm;
 use super::kernels::qmatmul::{int_act, op_quant, order_flags, Act};
 use super::kernels::rope::op_rope;
@@ -19,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::kv_cache::KvStore;
 use crate::model::orders::Masks;
 use crate::model::plan::{Buf, Step};
-use crate::model::{Activation, Model};
+use crate::model::{Activation, ExpertAct, Model};
 
 pub(super) struct Plan {
     embed: Vec<Op>,
@@ -126,8 +127,31 @@ impl Offload {
                     (Step::AttnTemp, _) => {
                         return Err(Error::NotSupported(format!("blk.{il}: the attention temperature does not run on the GPU yet")))
                     }
-                    (Step::Moe { .. } | Step::SigmoidGate { .. }, _) => {
-                        return Err(Error::NotSupported(format!("blk.{il}: mixture-of-experts layers do not run on the GPU yet")))
+                    (Step::SigmoidGate { buf, gate, width }, _) => ops.push(op_ew(g, Ew::SigmoidGate, &b[slot(buf)], &b[slot(gate)], dummy, width, false, s)?),
+                    (Step::Moe { src, dst, add, .. }, Dev::Moe(d)) => {
+                        let Some(mc) = &c.moe else {
+                            return Err(Error::Internal(format!("blk.{il}: an expert layer in a model without expert settings")));
+                        };
+                        let (k, fe) = (mc.n_used, mc.n_ff_exp);
+                        let (ids, wts) = (&b[Slot::MoeIds], &b[Slot::MoeWts]);
+                        ops.push(moe::op_route(g, mc, &b[Slot::Router], wts, ids, dummy, s)?);
+                        let x = IdIo { x: &b[slot(src)], y: &b[Slot::MoeUp], ids, bias: None, dummy, k, x_per_pair: false };
+                        let up_into = if d.gate.is_some() { Slot::MoeUp } else { Slot::MoeGate };
+                        ops.extend(d.up.id_ops(g, fe, &IdIo { y: &b[up_into], bias: d.up_b.as_ref(), ..x }, s)?);
+                        match &d.gate {
+                            Some(gw) => {
+                                ops.extend(gw.id_ops(g, fe, &IdIo { y: &b[Slot::MoeGate], bias: d.gate_b.as_ref(), ..x }, s)?);
+                                let act = match mc.act {
+                                    ExpertAct::Swiglu => Ew::Swiglu,
+                                    ExpertAct::SwigluOai { alpha, limit } => Ew::SwigluOai { alpha, limit },
+                                };
+                                ops.push(op_ew(g, act, &b[Slot::MoeGate], &b[Slot::MoeUp], dummy, k * fe, false, s)?);
+                            }
+                            None => ops.push(op_ew(g, Ew::Silu, &b[Slot::MoeGate], dummy, dummy, k * fe, false, s)?),
+                        }
+                        let down = IdIo { x: &b[Slot::MoeGate], y: &b[Slot::MoeOut], bias: d.down_b.as_ref(), x_per_pair: true, ..x };
+                        ops.extend(d.down.id_ops(g, e, &down, s)?);
+                        ops.push(moe::op_combine(g, k, e, add, &b[Slot::MoeOut], wts, ids, &b[slot(dst)], s)?);
                     }
                     (Step::Tap { .. }, _) => {}
                     (Step::LayerNorm { .. } | Step::Act { .. }, _) => {

@@ -10,7 +10,7 @@ use super::kernels::norm::op_norm;
 use super::kernels::rope::op_rope;
 use super::kernels::{embed, kvstore, Op, StepSize};
 use crate::cpu::attention::{attention as cpu_attention, AttnShape, KvRows, QueryPos};
-use crate::cpu::ops::{geglu, rms_norm, rope_apply, rope_cache, swiglu};
+use crate::cpu::ops::{geglu, rms_norm, rope_apply, rope_cache, silu, swiglu};
 use crate::cpu::ThreadPool;
 use crate::quant::f16::f32_to_f16;
 use crate::quant::tests::{weight_row, Fill, Rng, WEIGHT_TYPES};
@@ -109,6 +109,52 @@ fn matmul_every_type_matches_dequantized_reference() {
                             ty.name()
                         );
                     }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn expert_products_every_type_match_dequantized_reference() {
+    use super::kernels::moe::IdIo;
+    let Some(g) = gpu() else { return };
+    let (n_in, n_out, n_exp, k, n_tok) = (256, 19, 5, 3, 4);
+    let mut rng = Rng(13);
+    for ty in gpu_types() {
+        let rows: Vec<Vec<u8>> = (0..n_exp * n_out).map(|_| weight_row(ty, n_in, &mut rng, Fill::Random)).collect();
+        let deq: Vec<Vec<f32>> = rows
+            .iter()
+            .map(|r| {
+                let mut o = vec![0f32; n_in];
+                dequantize(ty, r, &mut o);
+                o
+            })
+            .collect();
+        // two experts per buffer: pairs routed to the other buffers are skipped
+        let w = GpuWeight::upload_split(&g, "exps", ty, n_in, &rows.concat(), 0, n_exp * n_out, 2 * n_out).unwrap();
+        assert_eq!(w.chunks.len(), 3);
+        let ids: Vec<u32> = (0..n_tok * k).map(|p| ((p * 7 + 3) % n_exp) as u32).collect();
+        let bias: Vec<f32> = (0..n_exp * n_out).map(|_| rng.sym()).collect();
+        for x_per_pair in [false, true] {
+            let n_x = if x_per_pair { n_tok * k } else { n_tok };
+            let x: Vec<f32> = (0..n_x * n_in).map(|_| rng.sym()).collect();
+            let (xb, ib, bb, dummy) = (f32_buf(&g, &x), g.upload("ids", bytemuck::cast_slice(&ids)).unwrap(), f32_buf(&g, &bias), f32_buf(&g, &[0.0; 4]));
+            let yb = g.zeros("y", (n_tok * k * n_out * 4) as u64).unwrap();
+            let s = size(n_tok);
+            let sb = step(&g, &s);
+            let io = IdIo { x: &xb, y: &yb, ids: &ib, bias: Some(&bb), dummy: &dummy, k, x_per_pair };
+            run(&g, &w.id_ops(&g, n_out, &io, &sb).unwrap(), &s);
+            let y = read(&g, &yb, n_tok * k * n_out);
+            for p in 0..n_tok * k {
+                let (e, xr) = (ids[p] as usize, if x_per_pair { p } else { p / k });
+                let xt = &x[xr * n_in..(xr + 1) * n_in];
+                for r in 0..n_out {
+                    let d = &deq[e * n_out + r];
+                    let want: f64 = d.iter().zip(xt).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() + bias[e * n_out + r] as f64;
+                    let mag: f32 = d.iter().zip(xt).map(|(a, b)| (a * b).abs()).sum::<f32>() + bias[e * n_out + r].abs();
+                    let got = y[p * n_out + r];
+                    assert!((got as f64 - want).abs() as f32 <= MAT_REL * mag + 1e-6, "{} pair {p} expert {e} row {r}: gpu {got} vs {want}", ty.name());
                 }
             }
         }
@@ -249,7 +295,8 @@ fn norms_activations_and_rope_match_cpu() {
     let up: Vec<f32> = (0..n * e).map(|_| rng.sym()).collect();
     let ub = f32_buf(&g, &up);
     let gelu = g.upload("gelu", super::kernels::eltwise::gelu_table_bytes()).unwrap();
-    for kind in [Ew::Geglu, Ew::Swiglu, Ew::Add, Ew::Scale(0.125), Ew::AddRow] {
+    let oai = Ew::SwigluOai { alpha: 1.702, limit: 2.0 };
+    for kind in [Ew::Geglu, Ew::Swiglu, Ew::Add, Ew::Scale(0.125), Ew::AddRow, Ew::Silu, oai, Ew::SigmoidGate] {
         let ab = f32_buf(&g, &x);
         let b = if kind == Ew::AddRow { f32_buf(&g, &w) } else { f32_buf(&g, &up) };
         run(&g, &[op_ew(&g, kind, &ab, &b, &gelu, e, false, &sb).unwrap()], &s);
@@ -260,10 +307,17 @@ fn norms_activations_and_rope_match_cpu() {
             Ew::Add => want.iter_mut().zip(&up).for_each(|(a, b)| *a += b),
             Ew::Scale(f) => want.iter_mut().for_each(|a| *a *= f),
             Ew::AddRow => want.chunks_exact_mut(e).for_each(|r| r.iter_mut().zip(&w).for_each(|(a, b)| *a += b)),
+            Ew::Silu => want.iter_mut().for_each(|a| *a = silu(*a)),
+            Ew::SwigluOai { alpha, limit } => want.iter_mut().zip(&up).for_each(|(a, &u)| {
+                let x = a.min(limit);
+                *a = x / (1.0 + (alpha * -x).exp()) * (u.clamp(-limit, limit) + 1.0);
+            }),
+            Ew::SigmoidGate => want.chunks_exact_mut(e).zip(&up).for_each(|(r, &gt)| r.iter_mut().for_each(|a| *a *= silu(gt) / gt)),
             Ew::Gather => {}
         }
-        // SiLU uses the device's exp; the rest are the CPU's bits
-        close(&read(&g, &ab, n * e), &want, if kind == Ew::Swiglu { EW_REL } else { 0.0 }, &format!("{kind:?}"));
+        // the sigmoids use the device's exp; the rest are the CPU's bits
+        let exact = matches!(kind, Ew::Geglu | Ew::Add | Ew::Scale(_) | Ew::AddRow);
+        close(&read(&g, &ab, n * e), &want, if exact { 0.0 } else { EW_REL }, &format!("{kind:?}"));
     }
     drop(ub);
     // gather selected rows

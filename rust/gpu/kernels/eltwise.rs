@@ -1,5 +1,6 @@
 //! Element-wise kernels (eltwise.wgsl) over [rows, width]: residual add, bias add, scale,
-//! GEGLU / SwiGLU, and the gather of selected rows.
+//! GEGLU / SwiGLU (and gpt-oss's clamped form), SiLU, a per-row sigmoid gate, and the
+//! gather of selected rows.
 use super::{fold, op, words, Family, Op};
 use crate::error::Result;
 use crate::gpu::device::Gpu;
@@ -18,10 +19,17 @@ pub enum Ew {
     Swiglu,
     /// a[i, :] = b[sel[i], :]
     Gather,
+    /// a = silu(a)
+    Silu,
+    /// gpt-oss's clamped SwiGLU: a = min(a, limit) · σ(α · min(a, limit)) · (clamp(b, ±limit) + 1)
+    SwigluOai { alpha: f32, limit: f32 },
+    /// a[t, :] *= σ(b[t]) (Qwen2-MoE's shared-expert gate, one value per row)
+    SigmoidGate,
 }
 
 #[allow(clippy::too_many_arguments)]
 pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, aux: &wgpu::Buffer, width: usize, sel: bool, step: &wgpu::Buffer) -> Result<Op> {
+    let mut extra = 0u32;
     let (entry, scale) = match kind {
         Ew::Add => ("add", 1.0f32),
         Ew::AddRow => ("add_row", 1.0),
@@ -29,9 +37,15 @@ pub fn op_ew(gpu: &Gpu, kind: Ew, a: &wgpu::Buffer, b: &wgpu::Buffer, aux: &wgpu
         Ew::Geglu => ("geglu", 1.0),
         Ew::Swiglu => ("swiglu", 1.0),
         Ew::Gather => ("gather", 1.0),
+        Ew::Silu => ("silu", 1.0),
+        Ew::SwigluOai { alpha, limit } => {
+            extra = limit.to_bits();
+            ("swiglu_oai", alpha)
+        }
+        Ew::SigmoidGate => ("sigmoid_gate", 1.0),
     };
     let sel = sel || kind == Ew::Gather;
-    let p = words(&[width as u32, scale.to_bits(), sel as u32, 0]);
+    let p = words(&[width as u32, scale.to_bits(), sel as u32, extra]);
     let w = width as u32;
     op(gpu, Family::Eltwise, entry, &[a, b, aux], Some(&p), step, Box::new(move |s| fold((s.rows(sel) * w).div_ceil(256))))
 }

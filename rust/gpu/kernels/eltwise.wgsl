@@ -5,7 +5,8 @@ struct EwParams {
     scale: f32,
     // 0: the batch's tokens, 1: the selected rows
     sel: u32,
-    _p0: u32,
+    // swiglu_oai: the clamp limit (scale: its α)
+    limit: f32,
 }
 
 @group(0) @binding(0) var<storage, read_write> A: array<f32>;
@@ -87,5 +88,35 @@ fn add_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = flat(gid);
     if (i < n_elems()) {
         A[i] = A[i] + B[i % P.width];
+    }
+}
+
+@compute @workgroup_size(256)
+fn silu(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        let x = A[i];
+        A[i] = x / (1.0 + exp(-x));
+    }
+}
+
+// ggml's swiglu_oai: x = min(a, limit), y = clamp(b, -limit, limit), x · σ(α·x) · (y + 1).
+@compute @workgroup_size(256)
+fn swiglu_oai(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        let x = min(A[i], P.limit);
+        let y = clamp(B[i], -P.limit, P.limit);
+        A[i] = x / (1.0 + exp(P.scale * -x)) * (y + 1.0);
+    }
+}
+
+// A[t, :] *= σ(B[t]), as ggml_div(ggml_silu(g), g).
+@compute @workgroup_size(256)
+fn sigmoid_gate(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = flat(gid);
+    if (i < n_elems()) {
+        let g = B[i / P.width];
+        A[i] = A[i] * ((g / (1.0 + exp(-g))) / g);
     }
 }

@@ -9,6 +9,7 @@ pub mod exact;
 pub mod grids;
 pub mod kvstore;
 pub mod matmul;
+pub mod moe;
 pub mod norm;
 pub mod qmatmul;
 pub mod rope;
@@ -72,6 +73,10 @@ pub enum Family {
     QMat(GgmlType),
     /// activation quantizers (Q8_0, Q8_K)
     QAct,
+    /// expert products over a 3-D weight of a type (llama.cpp's mul_mat_id)
+    MatId(GgmlType),
+    /// expert routing and the weighted sum of the experts' outputs
+    Moe,
     Norm,
     Eltwise,
     Rope,
@@ -95,6 +100,8 @@ impl Family {
             Family::Mat(_) | Family::Embed(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
             Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R)],
             Family::QAct => &[(0, R), (1, W), (3, U), (4, U)],
+            Family::MatId(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R), (6, R), (7, R)],
+            Family::Moe => &[(0, R), (1, W), (2, W), (3, U), (4, U), (5, W)],
             Family::Norm => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Eltwise => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Rope => &[(0, W), (1, R), (3, U), (4, U)],
@@ -115,10 +122,14 @@ impl Family {
                 return Ok(format!("{common}\n{}\n{}\n{MAT}\n{QUANT}\n{spec}", crate::quant::blocks::wgsl_constants(), include_str!("qmatmul.wgsl")));
             }
             Family::QAct => include_str!("qact.wgsl"),
-            Family::Mat(ty) | Family::Embed(ty) => {
+            Family::Moe => include_str!("moe.wgsl"),
+            Family::Mat(ty) | Family::Embed(ty) | Family::MatId(ty) => {
                 let name = quant_name(ty).ok_or_else(|| Error::NotSupported(format!("no GPU kernel for tensor type {}", ty.name())))?;
-                let k = if matches!(self, Family::Mat(_)) { include_str!("matmul.wgsl") } else { include_str!("embed.wgsl") };
-                let mat = if matches!(self, Family::Mat(_)) { MAT } else { "" };
+                let (k, mat) = match self {
+                    Family::Mat(_) => (include_str!("matmul.wgsl"), MAT),
+                    Family::Embed(_) => (include_str!("embed.wgsl"), ""),
+                    _ => (include_str!("matmul_id.wgsl"), ""),
+                };
                 let blocks = crate::quant::blocks::wgsl_constants();
                 let grid = if grids::uses_grids(ty) { grids::wgsl() } else { String::new() };
                 return Ok(format!("{common}\n{k}\n{mat}\n{blocks}\n{QUANT}\n{grid}\nfn dq4(rb: u32, k: u32) -> vec4<f32> {{\n    return dq4_{name}(rb, k);\n}}\n"));
