@@ -161,8 +161,11 @@ def test_grid_and_ternary_types_on_the_device(tiny, device, wtype):
     assert _rel(gpu, cpu) <= TINY_REL_CPU, f"{wtype}: GPU vs CPU max |Δ| / std = {_rel(gpu, cpu):.4f}"
 
 
-@pytest.mark.parametrize("arch", ["qwen3moe", "qwen2moe", "mixtral", "olmoe", "granitemoe"])
-@pytest.mark.parametrize("wtype", ["F32", "Q8_0", "IQ4_NL"])
+@pytest.mark.parametrize(
+    "arch, wtype",
+    [(a, t) for a in ["qwen3moe", "qwen2moe", "mixtral", "olmoe", "granitemoe"] for t in ["F32", "Q8_0", "IQ4_NL"]]
+    + [("gpt-oss", "F32"), ("gpt-oss", "MXFP4")],
+)
 def test_expert_models_on_the_device(device, tmp_path, arch, wtype):
     """Mixture-of-experts layers on the device: routing, the expert products over the 3-D
     expert tensors, shared experts and their gate, the weighted sum; prompt and decode.
@@ -180,7 +183,7 @@ def test_expert_models_on_the_device(device, tmp_path, arch, wtype):
     assert e.n_gpu_layers_offloaded == ta.SPECS[arch].n_layer + 1, e.info["gpu_note"]
     want, got = cpu.logits(ids), e.logits(ids)
     if wtype == "F32":
-        assert _rel(got, want) <= 5e-3, f"{arch}: GPU vs CPU max |Δ| / std = {_rel(got, want):.2e}"
+        assert _rel(got, want) <= 1e-2, f"{arch}: GPU vs CPU max |Δ| / std = {_rel(got, want):.2e}"
     else:
         tok = np.abs(got.astype(np.float64) - want).max(-1) / want.std()
         assert np.median(tok) <= 0.2 and np.quantile(tok, 0.9) <= TINY_REL_CPU, f"{arch} {wtype}: per-token |Δ| / std {np.round(tok, 3)}"
@@ -190,16 +193,6 @@ def test_expert_models_on_the_device(device, tmp_path, arch, wtype):
     assert b.tokens == [int(t) for t in full[len(ids) - 1 : -1].argmax(-1)]
     if wtype == "F32":
         assert b.tokens == cpu.generate(ids, max_tokens=8, temperature=0.0).tokens
-
-
-def test_attention_sinks_keep_the_model_on_the_cpu(device, tmp_path):
-    import tiny_archs as ta
-
-    p = str(tmp_path / "gpt-oss.gguf")
-    ta.write_model(p, "gpt-oss", "F32", seed=1)
-    e = llamars.Engine(p, n_ctx=128, n_threads=1, n_gpu_layers="all", device=device)
-    assert e.n_gpu_layers_offloaded == 0 and "attention sinks" in e.info["gpu_note"]
-    assert len(e.generate([1, 2, 3], max_tokens=3, temperature=0.0).tokens) == 3
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma3"])

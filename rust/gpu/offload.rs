@@ -117,6 +117,7 @@ impl Offload {
                 devs.push(match step {
                     Step::MatMul { w, lo, hi, name, .. } => Dev::W(up_w(g, &format!("blk.{il}.{name}"), w, lo, hi)?),
                     Step::Norm { w, name, .. } | Step::AddBias { b: w, name, .. } => Dev::V(up_vec(g, &format!("blk.{il}.{name}"), w)?),
+                    Step::Attention { sinks: Some(v), .. } => Dev::V(up_vec(g, &format!("blk.{il}.attn_sinks"), v)?),
                     Step::Moe { moe, .. } => Dev::Moe(Box::new(up_moe(g, il, moe)?)),
                     _ => Dev::None,
                 });

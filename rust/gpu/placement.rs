@@ -52,9 +52,6 @@ pub fn attach(m: &Model, cfg: &super::GpuConfig, progress: &mut dyn FnMut(usize,
     if m.config.moe.as_ref().is_some_and(|mc| mc.n_used > super::kernels::moe::K_MAX) {
         return Ok((None, format!("{} routes each token to more than {} experts, which GPU offload does not cover; running on the CPU", m.config.arch.name(), super::kernels::moe::K_MAX)));
     }
-    if m.layers.iter().any(|l| l.attn.sinks.is_some()) {
-        return Ok((None, format!("{} has attention sinks, which GPU offload does not cover yet; running on the CPU", m.config.arch.name())));
-    }
     if let Some(d) = named {
         if d.contains(',') {
             return Err(Error::InvalidRequest(format!("device: '{d}' names several devices; llamars offloads to one device")));

@@ -94,10 +94,12 @@ impl Offload {
                         ops.push(op_rope(g, &b[Slot::K], cs, c.n_head_kv, hd, c.n_rot, c.rope_neox, a.cap * half, s)?);
                     }
                     (Step::Scale { buf, s: k, width }, _) => ops.push(op_ew(g, Ew::Scale(k), &b[slot(buf)], dummy, dummy, width, false, s)?),
-                    (Step::Attention { sinks: Some(_), .. }, _) => {
-                        return Err(Error::NotSupported(format!("blk.{il}: attention sinks do not run on the GPU yet")))
-                    }
-                    (Step::Attention { swa, sinks: None }, _) => {
+                    (Step::Attention { swa, sinks }, dev) => {
+                        let sinks = match (sinks, dev) {
+                            (None, _) => None,
+                            (Some(_), Dev::V(v)) => Some(v),
+                            _ => return Err(Error::Gpu(format!("blk.{il}: the attention sinks are not on the device"))),
+                        };
                         let cap = kv.layers[il].cap;
                         ops.push(kvstore::op_store(g, &kvd.k[j], &b[Slot::K], &b[Slot::Tm], kd, cap, s)?);
                         ops.push(kvstore::op_store(g, &kvd.v[j], &b[Slot::V], &b[Slot::Tm], vd, cap, s)?);
@@ -113,7 +115,7 @@ impl Offload {
                             scale: c.kq_scale,
                             softcap: 0.0,
                         };
-                        let ab = AttnBufs { q: &b[Slot::Q], k: &kvd.k[j], v: &kvd.v[j], scores: &b[Slot::Scores], out: &b[Slot::Attn], tm: &b[Slot::Tm] };
+                        let ab = AttnBufs { q: &b[Slot::Q], k: &kvd.k[j], v: &kvd.v[j], scores: &b[Slot::Scores], out: &b[Slot::Attn], tm: &b[Slot::Tm], sinks };
                         ops.extend(attention::ops(g, &desc, &ab, s)?);
                     }
                     (Step::Residual { src }, _) => ops.push(op_ew(g, Ew::Add, &b[Slot::X], &b[slot(src)], dummy, e, false, s)?),

@@ -389,38 +389,45 @@ fn attention_on(g: &Gpu) {
                 vc[r * kd + d] = f32_to_f16(vnew[t * kd + d]);
             }
         }
-        let shape = AttnShape { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, scale: 0.125, window, softcap: 0.0, sinks: None };
-        let mut want = vec![0f32; n * qd];
-        let kf16 = crate::kv_cache::KvType::F16;
-        let rows = KvRows { k: &kc, v: &vc, k_type: kf16, v_type: kf16, k_units: kd, v_units: kd, cap, ring };
-        cpu_attention(&pool, &shape, &q, &rows, &queries, &mut want);
-        let l = queries
-            .iter()
-            .map(|p| {
-                let lo = window.map(|w| (p.pos + 1).saturating_sub(w)).unwrap_or(0);
-                let lo = if ring { lo.max(p.ring_lo.min(p.pos)) } else { lo };
-                p.pos + 1 - lo
-            })
-            .max()
-            .unwrap_or(0);
-        let s = StepSize { n_tok: n as u32, n_sel: 0, l_full: l as u32, l_swa: l as u32 };
-        let sb = step(&g, &s);
-        let tm: Vec<u32> = queries.iter().flat_map(|p| [p.slot as u32, p.pos as u32, p.ring_lo as u32, (p.batch_order as u32) << 2]).collect();
-        let tmb = g.upload("tm", bytemuck::cast_slice(&tm)).unwrap();
-        let (kb, vb, qb) = (f32_buf(&g, &knew), f32_buf(&g, &vnew), f32_buf(&g, &q));
-        let scb = g.zeros("scores", (n * n_head * l * 4) as u64).unwrap();
-        let ob = g.zeros("out", (n * qd * 4) as u64).unwrap();
-        let desc = AttnDesc { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, cap, ring, window: window.unwrap_or(0), swa: window.is_some(), scale: 0.125, softcap: 0.0 };
-        let mut ops = vec![kvstore::op_store(&g, &kcb, &kb, &tmb, kd, cap, &sb).unwrap(), kvstore::op_store(&g, &vcb, &vb, &tmb, kd, cap, &sb).unwrap()];
-        ops.extend(attention::ops(&g, &desc, &AttnBufs { q: &qb, k: &kcb, v: &vcb, scores: &scb, out: &ob, tm: &tmb }, &sb).unwrap());
-        run(&g, &ops, &s);
-        // the stored cache rows are the CPU's bytes
-        let mut kdev = vec![0u16; kc.len()];
-        g.read(&kcb, 0, (kc.len() * 2) as u64, bytemuck::cast_slice_mut(&mut kdev)).unwrap();
-        assert_eq!(kdev, kc, "case {ci}: K cache rows");
-        let got = read(&g, &ob, n * qd);
-        for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
-            assert!((a - b).abs() <= tol(&g, ATTN_ABS), "case {ci} (f16 {}) attention[{i}]: gpu {a} vs cpu {b}", g.f16);
+        // with and without a sink logit per head (gpt-oss)
+        let sink_vals: Vec<f32> = (0..n_head).map(|h| 1.5 - h as f32).collect();
+        for sinks in [None, Some(&sink_vals[..])] {
+            let sinks_b = sinks.map(|v| f32_buf(&g, v));
+            let shape = AttnShape { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, scale: 0.125, window, softcap: 0.0, sinks };
+            let mut want = vec![0f32; n * qd];
+            let kf16 = crate::kv_cache::KvType::F16;
+            let rows = KvRows { k: &kc, v: &vc, k_type: kf16, v_type: kf16, k_units: kd, v_units: kd, cap, ring };
+            cpu_attention(&pool, &shape, &q, &rows, &queries, &mut want);
+            let l = queries
+                .iter()
+                .map(|p| {
+                    let lo = window.map(|w| (p.pos + 1).saturating_sub(w)).unwrap_or(0);
+                    let lo = if ring { lo.max(p.ring_lo.min(p.pos)) } else { lo };
+                    p.pos + 1 - lo
+                })
+                .max()
+                .unwrap_or(0);
+            let s = StepSize { n_tok: n as u32, n_sel: 0, l_full: l as u32, l_swa: l as u32 };
+            let sb = step(&g, &s);
+            let tm: Vec<u32> = queries.iter().flat_map(|p| [p.slot as u32, p.pos as u32, p.ring_lo as u32, (p.batch_order as u32) << 2]).collect();
+            let tmb = g.upload("tm", bytemuck::cast_slice(&tm)).unwrap();
+            let (kb, vb, qb) = (f32_buf(&g, &knew), f32_buf(&g, &vnew), f32_buf(&g, &q));
+            let scb = g.zeros("scores", (n * n_head * l * 4) as u64).unwrap();
+            let ob = g.zeros("out", (n * qd * 4) as u64).unwrap();
+            let desc = AttnDesc { n_head, n_head_kv, head_dim: hd, v_head_dim: hd, cap, ring, window: window.unwrap_or(0), swa: window.is_some(), scale: 0.125, softcap: 0.0 };
+            let mut ops = vec![kvstore::op_store(&g, &kcb, &kb, &tmb, kd, cap, &sb).unwrap(), kvstore::op_store(&g, &vcb, &vb, &tmb, kd, cap, &sb).unwrap()];
+            ops.extend(attention::ops(&g, &desc, &AttnBufs { q: &qb, k: &kcb, v: &vcb, scores: &scb, out: &ob, tm: &tmb, sinks: sinks_b.as_ref() }, &sb).unwrap());
+            run(&g, &ops, &s);
+            // the stored cache rows are the CPU's bytes
+            let mut kdev = vec![0u16; kc.len()];
+            g.read(&kcb, 0, (kc.len() * 2) as u64, bytemuck::cast_slice_mut(&mut kdev)).unwrap();
+            assert_eq!(kdev, kc, "case {ci}: K cache rows");
+            let got = read(&g, &ob, n * qd);
+            for (i, (&a, &b)) in got.iter().zip(&want).enumerate() {
+                // the sink's exp is the device's, so not always the CPU's last bit
+                let t = if sinks.is_some() { ATTN_ABS } else { tol(&g, ATTN_ABS) };
+                assert!((a - b).abs() <= t, "case {ci} (f16 {}, sinks {}) attention[{i}]: gpu {a} vs cpu {b}", g.f16, sinks.is_some());
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
-//! Attention over the device KV cache (attention.wgsl): scores, softmax, P·V.
+//! Attention over the device KV cache (attention.wgsl): scores, softmax (with attention
+//! sinks where the model has them), P·V.
 use super::{op, words, Family, Op};
 use crate::error::Result;
 use crate::gpu::device::Gpu;
@@ -23,6 +24,8 @@ pub struct AttnBufs<'a> {
     pub scores: &'a wgpu::Buffer,
     pub out: &'a wgpu::Buffer,
     pub tm: &'a wgpu::Buffer,
+    /// per query head, a logit the softmax takes in without a value (gpt-oss's sinks)
+    pub sinks: Option<&'a wgpu::Buffer>,
 }
 
 /// The three passes, in order.
@@ -38,10 +41,11 @@ pub fn ops(gpu: &Gpu, d: &AttnDesc, b: &AttnBufs<'_>, step: &wgpu::Buffer) -> Re
         d.swa as u32,
         d.scale.to_bits(),
         d.softcap.to_bits(),
-        0,
+        b.sinks.is_some() as u32,
         0,
     ]);
-    let bufs = [b.q, b.k, b.v, b.scores, b.out, b.tm];
+    // without sinks any read-only buffer fills their binding
+    let bufs = [b.q, b.k, b.v, b.scores, b.out, b.tm, b.sinks.unwrap_or(b.tm)];
     let (nh, swa, vd) = (d.n_head as u32, d.swa, d.v_head_dim as u32);
     let l = move |s: &super::StepSize| if swa { s.l_swa } else { s.l_full };
     Ok(vec![

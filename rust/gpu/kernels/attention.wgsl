@@ -18,7 +18,8 @@ struct AttnParams {
     swa: u32,
     scale: f32,
     softcap: f32,
-    _p0: u32,
+    // 1: SINKS holds a logit per head that the softmax takes in (gpt-oss)
+    has_sinks: u32,
     _p1: u32,
 }
 
@@ -31,6 +32,7 @@ struct AttnParams {
 @group(0) @binding(5) var<storage, read> TM: array<vec4<u32>>;
 @group(0) @binding(6) var<uniform> P: AttnParams;
 @group(0) @binding(7) var<uniform> S: Step;
+@group(0) @binding(8) var<storage, read> SINKS: array<f32>;
 
 fn l_max() -> u32 {
     if (P.swa == 1u) {
@@ -162,6 +164,9 @@ fn attn_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         workgroupBarrier();
     }
     m = red[0];
+    if (P.has_sinks == 1u) {
+        m = max(m, SINKS[h]);
+    }
     workgroupBarrier();
     for (var i = li; i < n; i += 256u) {
         SC[base + i] = expf_ggml(SC[base + i] - m);
@@ -191,7 +196,12 @@ fn attn_softmax(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
         }
         workgroupBarrier();
     }
-    let inv = df_recip(dred[0]);
+    var tot = dred[0];
+    if (P.has_sinks == 1u) {
+        // the sink's term last, as rust/cpu/f16vec.rs `softmax_ggml` adds it
+        tot = df_add(tot, exp(SINKS[h] - m));
+    }
+    let inv = df_recip(tot);
     for (var i = li; i < n; i += 256u) {
         SC[base + i] = round_f16(SC[base + i] * inv);
     }

@@ -106,7 +106,7 @@ impl Family {
             Family::Eltwise => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Rope => &[(0, W), (1, R), (3, U), (4, U)],
             Family::KvStore => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
-            Family::Attention => &[(0, R), (1, R), (2, R), (3, W), (4, W), (5, R), (6, U), (7, U)],
+            Family::Attention => &[(0, R), (1, R), (2, R), (3, W), (4, W), (5, R), (6, U), (7, U), (8, R)],
         }
     }
 
