@@ -11,7 +11,7 @@
 //! from `w` and `a`.
 use super::avx2::{bits32, fp16, hsum_f32x8, hsum_i32x8, load256, rd_f32};
 use super::blocks::{Q8_K_BYTES, Q8_K_QS};
-use super::iquant::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS};
+use super::iquant::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
 use super::iquant1::IQ1S;
 use core::arch::x86_64::*;
 use core::ptr::read_unaligned;
@@ -42,23 +42,6 @@ unsafe fn g4(grid: &[u8], i: usize) -> i32 {
 unsafe fn g4x8(grid: &[u8], gi: impl Fn(usize) -> usize) -> __m256i {
     _mm256_set_epi32(g4(grid, gi(7)), g4(grid, gi(6)), g4(grid, gi(5)), g4(grid, gi(4)), g4(grid, gi(3)), g4(grid, gi(2)), g4(grid, gi(1)), g4(grid, gi(0)))
 }
-
-/// ggml's `ksigns_iq2xs` as ±1 bytes (its `keven_signs_q2xs`): byte j of entry i is -1
-/// where bit j of `ksigns(i)` is set (element negative), else 1.
-static KSIGN_BYTES: [i64; 128] = {
-    let mut t = [0i64; 128];
-    let mut i = 0;
-    while i < 128 {
-        let k = i as u32 | ((i as u32).count_ones() & 1) << 7;
-        let mut j = 0;
-        while j < 8 {
-            t[i] |= (if k >> j & 1 != 0 { 0xFF } else { 0x01 }) << (8 * j);
-            j += 1;
-        }
-        i += 1;
-    }
-    t
-};
 
 /// The ±1 signs of the four groups of 8 whose 7-bit sign indices are `idx(0..4)`.
 #[inline(always)]

@@ -29,6 +29,23 @@ pub fn ksigns(i: u32) -> u8 {
     i | (((i.count_ones() & 1) as u8) << 7)
 }
 
+/// ggml's `ksigns_iq2xs` as ±1 bytes (its `keven_signs_q2xs`): byte j of entry i is -1
+/// where bit j of `ksigns(i)` is set (element negative), else 1.
+pub(crate) static KSIGN_BYTES: [i64; 128] = {
+    let mut t = [0i64; 128];
+    let mut i = 0;
+    while i < 128 {
+        let k = i as u32 | ((i as u32).count_ones() & 1) << 7;
+        let mut j = 0;
+        while j < 8 {
+            t[i] |= (if k >> j & 1 != 0 { 0xFF } else { 0x01 }) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    t
+};
+
 /// One superblock decoded: magnitudes (grid values), signs, the odd integer multiplier
 /// `2·ls + 1` of each 16 elements and the f32 dequantization scale of each 16.
 pub struct Parts {

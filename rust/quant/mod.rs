@@ -18,7 +18,7 @@
 //! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
 //! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs | all supported types (AVX2 + FMA + F16C) |
 //! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
-//! | neon     | neon.rs                      | Q8_0, Q5_0, Q4_K, Q6_K (baseline aarch64 NEON); others scalar |
+//! | neon     | neon.rs, neon_iq.rs          | Q8_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, the grid i-quants, TQ1_0, TQ2_0 (baseline aarch64 NEON); others scalar |
 //!
 //! Multi-row kernels (`dot_rows_fn`, [`DotRowsFn`]: one weight row against several
 //! activation rows, weights decoded once; 1.4–1.9x faster per dot when several tokens share
@@ -72,6 +72,8 @@ pub mod iquant1;
 pub mod quantize_ref;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "aarch64")]
+mod neon_iq;
 pub mod scalar;
 pub mod scalar_k;
 pub mod ternary;

@@ -1,4 +1,6 @@
-//! NEON (aarch64 baseline) dot kernels for Q8_0, Q5_0, Q4_K and Q6_K.
+//! NEON (aarch64 baseline) dot kernels for Q8_0, Q5_0, Q4_K, Q6_K and the table types
+//! IQ4_NL, MXFP4 (against Q8_0) and IQ4_XS (against Q8_K): 16 codes looked up at once with
+//! `vqtbl1q_s8`. The grid i-quants and the ternary types are in `neon_iq.rs`.
 //!
 //! Byte dots use `vmull_s8` + `vpaddlq_s16` (ggml's `ggml_vdotq_s32` fallback for CPUs
 //! without the dotprod extension), so they run on every aarch64 CPU. Integer block sums are
@@ -8,6 +10,8 @@
 //! obligations of the `unsafe` code are the pointer bounds, which the wrappers establish.
 use super::blocks::*;
 use super::f16::f16_to_f32;
+use super::neon_iq::{self as iq, dot_grid, dot_ternary};
+use super::scalar_k::{e8m0_half, KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::{DotFn, GgmlType};
 use core::arch::aarch64::*;
 use core::ptr::read_unaligned;
@@ -20,6 +24,18 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
         Q5_0 => dot_q5_0,
         Q4_K => dot_q4_k,
         Q6_K => dot_q6_k,
+        IQ4_NL => dot_iq4_nl,
+        MXFP4 => dot_mxfp4,
+        IQ4_XS => dot_iq4_xs,
+        IQ2_XXS => dot_iq2_xxs,
+        IQ2_XS => dot_iq2_xs,
+        IQ2_S => dot_iq2_s,
+        IQ3_XXS => dot_iq3_xxs,
+        IQ3_S => dot_iq3_s,
+        IQ1_S => dot_iq1_s,
+        IQ1_M => dot_iq1_m,
+        TQ1_0 => dot_tq1_0,
+        TQ2_0 => dot_tq2_0,
         _ => return None,
     })
 }
@@ -45,28 +61,56 @@ wrappers! {
     dot_q5_0 => q5_0_q8_0, 32, 22, 34;
     dot_q4_k => q4_k_q8_k, QK_K, Q4_K_BYTES, Q8_K_BYTES;
     dot_q6_k => q6_k_q8_k, QK_K, Q6_K_BYTES, Q8_K_BYTES;
+    dot_iq4_nl => iq4_nl_q8_0, 32, IQ4_NL_BYTES, 34;
+    dot_mxfp4 => mxfp4_q8_0, 32, MXFP4_BYTES, 34;
+    dot_iq4_xs => iq4_xs_q8_k, QK_K, IQ4_XS_BYTES, Q8_K_BYTES;
+}
+
+/// The superblock types of `neon_iq.rs`: `$ty`'s blocks against Q8_K, `$kernel(nb, w, a,
+/// block bytes, extra arguments)`.
+macro_rules! iq_wrappers {
+    ($($name:ident => $ty:ident, $kernel:path $(, $arg:expr)?;)*) => {$(
+        fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {
+            let bytes = GgmlType::$ty.type_size();
+            let nb = nblocks(n, QK_K, w, bytes, a, Q8_K_BYTES);
+            // SAFETY: as `wrappers!`: `nb` blocks of each side are in the slices.
+            unsafe { $kernel(nb, w.as_ptr(), a.as_ptr(), bytes $(, $arg)?) }
+        }
+    )*};
+}
+
+iq_wrappers! {
+    dot_iq2_xxs => IQ2_XXS, dot_grid::<{ iq::IQ2_XXS }>, 0.125;
+    dot_iq2_xs => IQ2_XS, dot_grid::<{ iq::IQ2_XS }>, 0.125;
+    dot_iq2_s => IQ2_S, dot_grid::<{ iq::IQ2_S }>, 0.125;
+    dot_iq3_xxs => IQ3_XXS, dot_grid::<{ iq::IQ3_XXS }>, 0.25;
+    dot_iq3_s => IQ3_S, dot_grid::<{ iq::IQ3_S }>, 1.0;
+    dot_iq1_s => IQ1_S, dot_grid::<{ iq::IQ1_S }>, 0.125;
+    dot_iq1_m => IQ1_M, dot_grid::<{ iq::IQ1_M }>, 0.125;
+    dot_tq1_0 => TQ1_0, dot_ternary::<false>;
+    dot_tq2_0 => TQ2_0, dot_ternary::<true>;
 }
 
 // ---------------------------------------------------------------- helpers (callers: pointers valid)
 
 #[inline(always)]
-unsafe fn fp16(p: *const u8) -> f32 {
+pub(super) unsafe fn fp16(p: *const u8) -> f32 {
     f16_to_f32(read_unaligned(p as *const u16))
 }
 
 #[inline(always)]
-unsafe fn rd_f32(p: *const u8) -> f32 {
+pub(super) unsafe fn rd_f32(p: *const u8) -> f32 {
     read_unaligned(p as *const f32)
 }
 
 #[inline(always)]
-unsafe fn ld_s8(p: *const u8) -> int8x16_t {
+pub(super) unsafe fn ld_s8(p: *const u8) -> int8x16_t {
     vld1q_s8(p as *const i8)
 }
 
 /// Σ x·y over each group of 4 bytes (16 i8 × 16 i8 → 4 i32).
 #[inline(always)]
-unsafe fn dot_s8(x: int8x16_t, y: int8x16_t) -> int32x4_t {
+pub(super) unsafe fn dot_s8(x: int8x16_t, y: int8x16_t) -> int32x4_t {
     let p0 = vmull_s8(vget_low_s8(x), vget_low_s8(y));
     let p1 = vmull_high_s8(x, y);
     vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1))
@@ -206,4 +250,56 @@ unsafe fn q6_k_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
         sum += d * vaddvq_s32(sumi) as f32;
     }
     sum
+}
+
+// ---------------------------------------------------------------- IQ4_NL / MXFP4 · Q8_0, IQ4_XS · Q8_K
+// 16 code bytes: element j's code in the low nibble of byte j, element 16 + j's in the high.
+
+/// The 32 values of 16 code bytes at `q`, looked up in `table`.
+#[inline(always)]
+unsafe fn nl4_values(q: *const u8, table: int8x16_t) -> (int8x16_t, int8x16_t) {
+    let c = vld1q_u8(q);
+    (vqtbl1q_s8(table, vandq_u8(c, vdupq_n_u8(0x0f))), vqtbl1q_s8(table, vshrq_n_u8::<4>(c)))
+}
+
+/// Σ_blocks scale(w) · d_a · Σ value · q8 over 32-element blocks against Q8_0.
+#[inline(always)]
+unsafe fn nl4_q8_0(nb: usize, w: *const u8, a: *const u8, bytes: usize, qs: usize, table: &[i8; 16], scale: impl Fn(*const u8) -> f32) -> f32 {
+    let t = vld1q_s8(table.as_ptr());
+    let mut sumf = 0f32;
+    for i in 0..nb {
+        let (wb, ab) = (w.add(bytes * i), a.add(34 * i));
+        let (v0, v1) = nl4_values(wb.add(qs), t);
+        let p = vaddq_s32(dot_s8(v0, ld_s8(ab.add(2))), dot_s8(v1, ld_s8(ab.add(18))));
+        sumf += scale(wb) * fp16(ab) * vaddvq_s32(p) as f32;
+    }
+    sumf
+}
+
+unsafe fn iq4_nl_q8_0(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    nl4_q8_0(nb, w, a, IQ4_NL_BYTES, 2, &KVALUES_IQ4NL, |b| fp16(b))
+}
+
+unsafe fn mxfp4_q8_0(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    nl4_q8_0(nb, w, a, MXFP4_BYTES, 1, &KVALUES_MXFP4, |b| e8m0_half(*b))
+}
+
+/// block_iq4_xs { f16 d; u16 scales_h; u8 scales_l[4]; u8 qs[128] }: per 32 elements a 6-bit
+/// scale minus 32 and IQ4_NL codes.
+unsafe fn iq4_xs_q8_k(nb: usize, w: *const u8, a: *const u8) -> f32 {
+    let t = vld1q_s8(KVALUES_IQ4NL.as_ptr());
+    let mut sumf = 0f32;
+    for i in 0..nb {
+        let (wb, ab) = (w.add(IQ4_XS_BYTES * i), a.add(Q8_K_BYTES * i));
+        let sh = read_unaligned(wb.add(2) as *const u16) as i32;
+        let mut acc = vdupq_n_s32(0);
+        for ib in 0..8 {
+            let ls = ((*wb.add(4 + ib / 2) as i32 >> (4 * (ib % 2))) & 0x0f) | (((sh >> (2 * ib)) & 3) << 4);
+            let (v0, v1) = nl4_values(wb.add(8 + 16 * ib), t);
+            let q = ab.add(Q8_K_QS + 32 * ib);
+            acc = vmlaq_n_s32(acc, vaddq_s32(dot_s8(v0, ld_s8(q)), dot_s8(v1, ld_s8(q.add(16)))), ls - 32);
+        }
+        sumf += fp16(wb) * rd_f32(ab) * vaddvq_s32(acc) as f32;
+    }
+    sumf
 }
