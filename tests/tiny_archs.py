@@ -2,7 +2,7 @@
 those): mixture-of-experts decoders (qwen3moe, qwen2moe with its gated shared expert,
 Mixtral as `llama` with experts, olmoe, granitemoe with a shared expert), Granite's dense
 model with its multipliers, Gemma 2 (soft-capping, alternating local layers), OLMo 2 / 3,
-EXAONE 4, SmolLM3, GLM-4, Qwen 3 with YaRN RoPE, Ministral 3, Command R7B, and gpt-oss (sinks, biased experts with
+EXAONE 4 (and its 64-layer sliding-window form), SmolLM3, GLM-4, Qwen 3 with YaRN RoPE, Ministral 3, Command R7B, and gpt-oss (sinks, biased experts with
 the clamped SwiGLU, MXFP4 among the types). Random weights of any tensor type, tensor names and
 metadata keys as llama.cpp reads them, the same small SentencePiece vocabulary.
 
@@ -84,6 +84,9 @@ SPECS: Dict[str, ArchSpec] = {
     "olmo2": ArchSpec("olmo2", n_head_kv=4, pre_norm=False, post_norm=True, qk_norm="full"),
     "olmo3": ArchSpec("olmo2", n_layer=4, n_head_kv=4, pre_norm=False, post_norm=True, qk_norm="full", window=4, rope_base=5e5),
     "exaone4": ArchSpec("exaone4", pre_norm=False, post_norm=True, qk_norm="head", rope_base=1e6),
+    # EXAONE 4 32B's layout, which llama.cpp keys on its 64 layers: every 4th layer global
+    # (window 4 here), RoPE on the local layers only (a smaller FFN keeps the file small)
+    "exaone4-swa": ArchSpec("exaone4", n_layer=64, n_ff=256, pre_norm=False, post_norm=True, qk_norm="head", rope_base=1e6, window=4),
     # 4 layers: the last one without RoPE
     "smollm3": ArchSpec("smollm3", n_layer=4, tied=True, rope_base=5e6),
     # pre and post norms, fused gate-up, half the head rotated, q/k/v biases
