@@ -40,10 +40,11 @@ pub(super) enum Slot {
     MoeGate,
     MoeUp,
     MoeOut,
+    MoeGroup,
 }
 
 impl Slot {
-    pub(super) const ALL: [Slot; 28] = [
+    pub(super) const ALL: [Slot; 29] = [
         Slot::X,
         Slot::H,
         Slot::Q,
@@ -72,6 +73,7 @@ impl Slot {
         Slot::MoeGate,
         Slot::MoeUp,
         Slot::MoeOut,
+        Slot::MoeGroup,
     ];
 
     /// What the buffer holds (its label in device errors).
@@ -105,6 +107,7 @@ impl Slot {
             Slot::MoeGate => "expert gates",
             Slot::MoeUp => "expert ups",
             Slot::MoeOut => "expert outputs",
+            Slot::MoeGroup => "pairs grouped by expert",
         }
     }
 }
@@ -170,6 +173,7 @@ impl Acts {
                 Slot::MoeIds | Slot::MoeWts => f4(cap * k),
                 Slot::MoeGate | Slot::MoeUp => f4(cap * k * fe),
                 Slot::MoeOut => f4(cap * k * e),
+                Slot::MoeGroup => f4(super::kernels::moe::group_words(c.moe.as_ref().map_or(0, |m| m.n_expert), cap * k)),
             }
         };
         let mut bufs = Vec::with_capacity(Slot::ALL.len());

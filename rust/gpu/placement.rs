@@ -22,8 +22,9 @@ pub fn bytes_needed(m: &Model, n: usize, cfg: &super::GpuConfig) -> u64 {
     }
     let nb = cfg.n_batch.max(1) as u64;
     let (e, f) = (c.n_embd as u64, c.n_ff as u64);
-    // the experts' buffers: ids, weights, gate and up per (token, slot), outputs
-    let moe = c.moe.as_ref().map_or(0, |mc| (mc.n_used * (2 + 2 * mc.n_ff_exp + c.n_embd + mc.n_expert) + 2 * mc.n_ff_shexp) as u64);
+    // the experts' buffers: ids, weights, the grouped pair list, gate and up per (token,
+    // slot), outputs
+    let moe = c.moe.as_ref().map_or(0, |mc| (mc.n_used * (3 + 2 * mc.n_ff_exp + c.n_embd + mc.n_expert) + 2 * mc.n_ff_shexp) as u64);
     let per_tok = 4 * (3 * e + 2 * (c.n_head * c.head_dim) as u64 + 2 * (c.n_head_kv * c.head_dim) as u64 + 2 * f + moe);
     let scores = 4 * nb * c.n_head as u64 * cfg.n_ctx.max(1) as u64;
     bytes + nb * per_tok + scores + 4 * c.n_vocab as u64

@@ -137,7 +137,7 @@ impl Offload {
                         let (k, fe) = (mc.n_used, mc.n_ff_exp);
                         let (ids, wts) = (&b[Slot::MoeIds], &b[Slot::MoeWts]);
                         ops.push(moe::op_route(g, mc, &b[Slot::Router], wts, ids, dummy, s)?);
-                        let x = IdIo { x: &b[slot(src)], y: &b[Slot::MoeUp], ids, bias: None, dummy, k, x_per_pair: false };
+                        let x = IdIo { x: &b[slot(src)], y: &b[Slot::MoeUp], ids, group: &b[Slot::MoeGroup], bias: None, dummy, k, x_per_pair: false };
                         let up_into = if d.gate.is_some() { Slot::MoeUp } else { Slot::MoeGate };
                         ops.extend(d.up.id_ops(g, fe, &IdIo { y: &b[up_into], bias: d.up_b.as_ref(), ..x }, s)?);
                         match &d.gate {

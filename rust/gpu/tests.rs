@@ -119,9 +119,11 @@ fn matmul_every_type_matches_dequantized_reference() {
 fn expert_products_every_type_match_dequantized_reference() {
     use super::kernels::moe::IdIo;
     let Some(g) = gpu() else { return };
-    let (n_in, n_out, n_exp, k, n_tok) = (256, 19, 5, 3, 4);
+    let (n_in, n_out, n_exp, k) = (256, 19, 5, 3);
     let mut rng = Rng(13);
-    for ty in gpu_types() {
+    // 1 token: 3 pairs, one workgroup per (row, pair); 4 and 21: at least as many pairs as
+    // experts, grouped by expert (21: more than 8 pairs of an expert, several passes)
+    for (ty, n_tok) in gpu_types().flat_map(|t| [(t, 1), (t, 4), (t, 21)]) {
         let rows: Vec<Vec<u8>> = (0..n_exp * n_out).map(|_| weight_row(ty, n_in, &mut rng, Fill::Random)).collect();
         let deq: Vec<Vec<f32>> = rows
             .iter()
@@ -143,7 +145,8 @@ fn expert_products_every_type_match_dequantized_reference() {
             let yb = g.zeros("y", (n_tok * k * n_out * 4) as u64).unwrap();
             let s = size(n_tok);
             let sb = step(&g, &s);
-            let io = IdIo { x: &xb, y: &yb, ids: &ib, bias: Some(&bb), dummy: &dummy, k, x_per_pair };
+            let gb = g.zeros("group", (4 * super::kernels::moe::group_words(n_exp, n_tok * k)) as u64).unwrap();
+            let io = IdIo { x: &xb, y: &yb, ids: &ib, group: &gb, bias: Some(&bb), dummy: &dummy, k, x_per_pair };
             run(&g, &w.id_ops(&g, n_out, &io, &sb).unwrap(), &s);
             let y = read(&g, &yb, n_tok * k * n_out);
             for p in 0..n_tok * k {
@@ -154,7 +157,7 @@ fn expert_products_every_type_match_dequantized_reference() {
                     let want: f64 = d.iter().zip(xt).map(|(&a, &b)| a as f64 * b as f64).sum::<f64>() + bias[e * n_out + r] as f64;
                     let mag: f32 = d.iter().zip(xt).map(|(a, b)| (a * b).abs()).sum::<f32>() + bias[e * n_out + r].abs();
                     let got = y[p * n_out + r];
-                    assert!((got as f64 - want).abs() as f32 <= MAT_REL * mag + 1e-6, "{} pair {p} expert {e} row {r}: gpu {got} vs {want}", ty.name());
+                    assert!((got as f64 - want).abs() as f32 <= MAT_REL * mag + 1e-6, "{} {n_tok} tokens pair {p} expert {e} row {r}: gpu {got} vs {want}", ty.name());
                 }
             }
         }

@@ -100,7 +100,7 @@ impl Family {
             Family::Mat(_) | Family::Embed(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U)],
             Family::QMat(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R)],
             Family::QAct => &[(0, R), (1, W), (3, U), (4, U)],
-            Family::MatId(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R), (6, R), (7, R)],
+            Family::MatId(_) => &[(0, R), (1, R), (2, W), (3, U), (4, U), (5, R), (6, R), (7, R), (8, W)],
             Family::Moe => &[(0, R), (1, W), (2, W), (3, U), (4, U), (5, W)],
             Family::Norm => &[(0, W), (1, R), (2, R), (3, U), (4, U)],
             Family::Eltwise => &[(0, W), (1, R), (2, R), (3, U), (4, U)],

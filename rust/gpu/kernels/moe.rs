@@ -43,12 +43,23 @@ pub fn op_combine(gpu: &Gpu, k: usize, width: usize, add: bool, y: &wgpu::Buffer
     op(gpu, Family::Moe, "combine", &[y, wts, ids, out], Some(&p), step, Box::new(move |s| fold((s.n_tok * w).div_ceil(256))))
 }
 
+/// The experts `group_pairs` can group (`GROUP_EXPERTS_MAX` in matmul_id.wgsl); models with
+/// more take the per-pair kernel at every batch size.
+pub const GROUP_EXPERTS_MAX: usize = 1024;
+
+/// u32 words of the grouping buffer: per-expert offsets, then one entry per pair.
+pub fn group_words(n_expert: usize, pairs: usize) -> usize {
+    n_expert + 1 + pairs
+}
+
 /// The bindings of one expert product besides the weight: input rows, output rows
-/// [n, k, n_out], the chosen experts, an optional per-expert bias [n_expert, n_out].
+/// [n, k, n_out], the chosen experts, an optional per-expert bias [n_expert, n_out], and
+/// the grouping buffer ([`group_words`]).
 pub struct IdIo<'a> {
     pub x: &'a wgpu::Buffer,
     pub y: &'a wgpu::Buffer,
     pub ids: &'a wgpu::Buffer,
+    pub group: &'a wgpu::Buffer,
     pub bias: Option<&'a wgpu::Buffer>,
     pub dummy: &'a wgpu::Buffer,
     /// experts per token
@@ -59,34 +70,66 @@ pub struct IdIo<'a> {
 
 impl GpuWeight {
     /// Y[p, :] = W_{ids[p]} · X[p / k or p, :] for the step's (token, slot) pairs; `self`
-    /// holds every expert's `n_out` rows ([`upload_experts`]).
+    /// holds every expert's `n_out` rows ([`upload_experts`]). A step with at least as many
+    /// pairs as experts groups them by expert first and decodes each weight row once per 8
+    /// of an expert's pairs (`matmul_id_grouped`); fewer pairs (decode) take one workgroup
+    /// per (row, pair) (`matvec_id`). Each op's grid is zero at the batch sizes it does not
+    /// serve.
     pub fn id_ops(&self, gpu: &Gpu, n_out: usize, io: &IdIo<'_>, step: &wgpu::Buffer) -> Result<Vec<Op>> {
         let grids = super::grids::buffer(gpu, self.ty)?;
         let g = grids.as_ref().unwrap_or(io.dummy);
         let bias = io.bias.unwrap_or(io.dummy);
         let k = io.k as u32;
-        self.chunks
-            .iter()
-            .map(|c| {
-                let (x0, n_x) = (c.row0 / n_out, c.rows / n_out);
-                let p = words(&[self.n_in as u32, n_out as u32, self.row_bytes as u32, x0 as u32, n_x as u32, k, io.x_per_pair as u32, io.bias.is_some() as u32]);
-                let rows = n_out as u32;
-                op(
-                    gpu,
-                    Family::MatId(self.ty),
-                    "matvec_id",
-                    &[&c.buf, io.x, io.y, g, io.ids, bias],
-                    Some(&p),
-                    step,
-                    Box::new(move |s| {
-                        let pairs = s.n_tok * k;
-                        if pairs == 0 {
-                            return [0, 0, 0];
-                        }
-                        [rows.min(GRID_X), rows.div_ceil(GRID_X), pairs.min(65535)]
-                    }),
-                )
-            })
-            .collect()
+        let n_expert = self.chunks.iter().map(|c| c.row0 + c.rows).max().unwrap_or(0) / n_out.max(1);
+        let ne = n_expert as u32;
+        let can_group = n_expert <= GROUP_EXPERTS_MAX;
+        let grouped = move |s: &super::StepSize| can_group && s.n_tok * k >= ne && s.n_tok > 0;
+        let params = |x0: usize, n_x: usize| {
+            words(&[self.n_in as u32, n_out as u32, self.row_bytes as u32, x0 as u32, n_x as u32, k, io.x_per_pair as u32, io.bias.is_some() as u32, ne, 0, 0, 0])
+        };
+        let mut ops = Vec::with_capacity(1 + 2 * self.chunks.len());
+        let Some(first) = self.chunks.first() else { return Ok(ops) };
+        let p = params(0, n_expert);
+        ops.push(op(
+            gpu,
+            Family::MatId(self.ty),
+            "group_pairs",
+            &[&first.buf, io.x, io.y, g, io.ids, bias, io.group],
+            Some(&p),
+            step,
+            Box::new(move |s| if grouped(s) { [1, 1, 1] } else { [0, 0, 0] }),
+        )?);
+        let rows = n_out as u32;
+        for c in &self.chunks {
+            let (x0, n_x) = (c.row0 / n_out, c.rows / n_out);
+            let p = params(x0, n_x);
+            let bufs: [&wgpu::Buffer; 7] = [&c.buf, io.x, io.y, g, io.ids, bias, io.group];
+            ops.push(op(
+                gpu,
+                Family::MatId(self.ty),
+                "matvec_id",
+                &bufs,
+                Some(&p),
+                step,
+                Box::new(move |s| {
+                    let pairs = s.n_tok * k;
+                    if pairs == 0 || grouped(s) {
+                        return [0, 0, 0];
+                    }
+                    [rows.min(GRID_X), rows.div_ceil(GRID_X), pairs.min(65535)]
+                }),
+            )?);
+            let n_x = n_x as u32;
+            ops.push(op(
+                gpu,
+                Family::MatId(self.ty),
+                "matmul_id_grouped",
+                &bufs,
+                Some(&p),
+                step,
+                Box::new(move |s| if grouped(s) { [rows.min(GRID_X), rows.div_ceil(GRID_X), n_x] } else { [0, 0, 0] }),
+            )?);
+        }
+        Ok(ops)
     }
 }
