@@ -1,10 +1,14 @@
 """`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint (BERT,
-XLM-RoBERTa: `config.json`, `model.safetensors`, `tokenizer.json` or `vocab.txt`, and
-the sentence-transformers pooling config when present) into a GGUF that llama.cpp loads
-as well: llama.cpp's tensor names (gguf's tensor map), metadata keys, vocabulary form
-(convert_vocab.py) and type rules (1-D tensors, norms, position and token-type tables
-stay F32). XLM-RoBERTa's position table starts at `pad_token_id + 1`; its first rows
-are dropped as llama.cpp's converter drops them.
+XLM-RoBERTa, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
+`vocab.txt`, and the sentence-transformers pooling config when present) into a GGUF that
+llama.cpp loads as well: llama.cpp's tensor names (gguf's tensor map), metadata keys,
+vocabulary form (convert_vocab.py) and type rules (1-D tensors, norms, position and
+token-type tables stay F32). XLM-RoBERTa's position table starts at `pad_token_id + 1`;
+its first rows are dropped as llama.cpp's converter drops them. ModernBERT (`modern-bert`):
+RoPE with its global and local bases, the local layers' window and the period of the
+global ones, a byte-level BPE vocabulary with the `modern-bert` pre-tokenizer; its
+masked-LM head is left out, and its sequence-classification head is refused (llama.cpp
+has no reranking graph for it).
 
 Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
 """
@@ -26,7 +30,8 @@ TYPES = ("f32", "f16", "q8_0")
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
 _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
-          "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert"}
+          "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
+          "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert"}
 
 
 def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
@@ -83,6 +88,25 @@ def _qtype(gguf, name: str, ndim: int, want):
     return want
 
 
+def _modern_bert_hparams(w, hp: dict) -> None:
+    """ModernBERT's keys as llama.cpp's converter writes them: LayerNorm epsilon, the global
+    and local RoPE bases, the local window (`local_attention`, the full width: ± half of it
+    around each token) and the period of the global layers (first of each period)."""
+    if hp.get("norm_bias") or hp.get("attention_bias") or hp.get("mlp_bias"):
+        raise ConvertError("a ModernBERT with biases (norm_bias / attention_bias / mlp_bias): llama.cpp's graph has none")
+    act = hp.get("hidden_activation", "gelu")
+    if act != "gelu":
+        raise ConvertError(f"ModernBERT hidden_activation {act!r}: llama.cpp's graph uses GELU")
+    rope = hp.get("rope_parameters") or {}
+    full = (rope.get("full_attention") or {}).get("rope_theta", hp.get("global_rope_theta", 160000.0))
+    local = (rope.get("sliding_attention") or {}).get("rope_theta", hp.get("local_rope_theta", 10000.0))
+    w.add_layer_norm_eps(float(hp.get("norm_eps", 1e-5)))
+    w.add_rope_freq_base(float(full))
+    w.add_rope_freq_base_swa(float(local))
+    w.add_sliding_window(int(hp.get("local_attention", 128)))
+    w.add_sliding_window_pattern(int(hp.get("global_attn_every_n_layers", 3)))
+
+
 def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[int, int, str], None]] = None) -> Path:
     """Write the GGUF of the checkpoint in `model_dir` to `out`; returns its path."""
     gguf = need("gguf")
@@ -97,16 +121,21 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
     if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
         arch = "bert"
+    if arch is None and "ModernBertForSequenceClassification" in names:
+        raise ConvertError(f"{cfg_path}: a ModernBERT classifier (reranker): llama.cpp has no graph for its head, so it is not converted; the encoder alone converts as ModernBertModel")
     if arch is None:
-        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT and XLM-RoBERTa checkpoints")
-    if hp.get("position_embedding_type", "absolute") != "absolute":
+        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa and ModernBERT checkpoints")
+    if arch == "bert" and hp.get("position_embedding_type", "absolute") != "absolute":
         raise ConvertError(f"{cfg_path}: position_embedding_type {hp['position_embedding_type']!r}; BERT here uses absolute positions")
     st_files = sorted(model_dir.glob("*.safetensors"))
     if not st_files:
         raise ConvertError(f"{model_dir}: no .safetensors weights (convert a PyTorch checkpoint with safetensors first)")
     n_layer = int(hp["num_hidden_layers"])
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.BERT, n_layer)
+    modern = arch == "modern-bert"
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MODERN_BERT if modern else gguf.MODEL_ARCH.BERT, n_layer)
     vocab = read_vocab(model_dir)
+    if modern and vocab.model != "gpt2":
+        raise ConvertError(f"{model_dir}: a ModernBERT checkpoint with a {vocab.model!r} vocabulary; its byte-level BPE tokenizer.json is expected")
     roberta = hp.get("model_type") == "xlm-roberta" or any(a.startswith("XLMRoberta") for a in names)
     # positions start at pad_token_id + 1 (fairseq); llama.cpp's converter drops the rows before
     pos_offset = int(hp.get("pad_token_id", 1)) + 1 if roberta else 0
@@ -121,18 +150,23 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     w.add_embedding_length(int(hp["hidden_size"]))
     w.add_feed_forward_length(int(hp["intermediate_size"]))
     w.add_head_count(int(hp["num_attention_heads"]))
-    w.add_layer_norm_eps(float(hp.get("layer_norm_eps", 1e-12)))
     w.add_causal_attention(False)
     w.add_file_type(ftype)
     if (pool := _pooling(model_dir)) is not None:
         w.add_pooling_type(gguf.PoolingType(pool))
-    w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
-    write_vocab(w, vocab, model_dir)
+    if modern:
+        _modern_bert_hparams(w, hp)
+    else:
+        w.add_layer_norm_eps(float(hp.get("layer_norm_eps", 1e-12)))
+        w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
+    write_vocab(w, vocab, model_dir, pre="modern-bert" if modern else "default")
 
     tensors = []
     for f in st_files:
         for name, load in read_safetensors(f):
-            n = name.split(".", 1)[1] if name.startswith(("bert.", "roberta.")) else name
+            n = name.split(".", 1)[1] if name.startswith(("bert.", "roberta.", "model.")) else name
+            if modern and n.startswith(("head.", "decoder.")):
+                continue  # the masked-LM head
             if n.endswith(".gamma"):
                 n = n[:-6] + ".weight"
             if n.endswith(".beta"):
@@ -166,7 +200,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa) to GGUF.")
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, ModernBERT) to GGUF.")
     p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")

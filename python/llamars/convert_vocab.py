@@ -9,6 +9,10 @@ or BERT's `vocab.txt`) as the `tokenizer.ggml.*` keys llama.cpp writes for it.
   pipeline llamars reproduces is accepted (`Precompiled`, optionally followed by
   `Replace(" {2,}", " ")`; `Metaspace` with `▁` that splits); another is refused naming
   the component, rather than converted into a file that tokenizes differently.
+- byte-level BPE (ModernBERT): `tokenizer.ggml.model = gpt2`, the tokens in id order and
+  the merges, with the pre-tokenizer preset the architecture names (`modern-bert`: GPT-2's
+  split); only `ByteLevel` pre-tokenization (GPT-2's regex) without a normalizer is
+  accepted.
 """
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ class Vocab:
     #: extra keys: name (without "tokenizer.ggml.") -> bool
     flags: dict = field(default_factory=dict)
     charsmap: Optional[bytes] = None
+    #: BPE merges ("left right"), in rank order
+    merges: Optional[list] = None
 
 
 def need(module: str):
@@ -52,8 +58,10 @@ def read_vocab(model_dir: Path) -> Vocab:
         kind = (spec.get("model") or {}).get("type")
         if kind == "Unigram":
             return _unigram(tj, spec)
+        if kind == "BPE":
+            return _bpe(tj, spec)
         if kind != "WordPiece":
-            raise ConvertError(f"{tj}: tokenizer model {kind!r}; this converter handles WordPiece (BERT) and Unigram (XLM-RoBERTa) vocabularies")
+            raise ConvertError(f"{tj}: tokenizer model {kind!r}; this converter handles WordPiece (BERT), Unigram (XLM-RoBERTa) and byte-level BPE (ModernBERT) vocabularies")
         tok = need("tokenizers").Tokenizer.from_file(str(tj))
         vocab = tok.get_vocab(with_added_tokens=True)
         special = {a["content"] for a in spec.get("added_tokens", []) if a.get("special")}
@@ -138,20 +146,59 @@ def _unigram(tj: Path, spec: dict) -> Vocab:
         tokens.append(added[i]["content"])
         scores.append(0.0)
         types.append(int(T.CONTROL if added[i].get("special") else T.USER_DEFINED))
-    single = ((spec.get("post_processor") or {}).get("single")) or []
-    ids = [s.get("SpecialToken", {}).get("id") for s in single]
+    ids = _post_processor_ids(spec)
     flags = {"add_space_prefix": scheme == "always", "remove_extra_whitespaces": collapse,
              "add_bos_token": bool(ids) and ids[0] is not None, "add_eos_token": bool(ids) and ids[-1] is not None}
     return Vocab("t5", tokens, types, scores=scores, flags=flags, charsmap=charsmap)
 
 
-def write_vocab(w, v: Vocab, model_dir: Path) -> None:
-    """The vocabulary's keys on the GGUF writer `w`, special ids from the checkpoint."""
+def _post_processor_ids(spec: dict) -> list:
+    """The special-token ids of the `tokenizer.json` post-processor's single-sequence
+    template (None for the sequence itself), or [] without one."""
+    pp = spec.get("post_processor") or {}
+    if pp.get("type") in ("RobertaProcessing", "BertProcessing"):
+        return [pp["cls"][1], None, pp["sep"][1]]
+    return [s.get("SpecialToken", {}).get("id") for s in pp.get("single") or []]
+
+
+def _bpe(tj: Path, spec: dict) -> Vocab:
+    gguf = need("gguf")
+    model = spec["model"]
+    if spec.get("normalizer"):
+        raise ConvertError(f"{tj}: normalizer {json.dumps(spec['normalizer'])[:120]}: a byte-level BPE vocabulary is converted only without one")
+    pre = spec.get("pre_tokenizer") or {}
+    if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True) or pre.get("add_prefix_space"):
+        raise ConvertError(f"{tj}: pre_tokenizer {json.dumps(pre)[:120]}: a BPE vocabulary needs ByteLevel with GPT-2's regex and no prefix space")
+    if model.get("byte_fallback") or model.get("dropout"):
+        raise ConvertError(f"{tj}: BPE with byte_fallback or dropout is not supported")
+    vocab = dict(model.get("vocab") or {})
+    added = {a["id"]: a for a in spec.get("added_tokens", [])}
+    for i, a in added.items():
+        vocab[a["content"]] = i
+    n = max(vocab.values()) + 1 if vocab else 0
+    tokens: list = [None] * n
+    for t, i in vocab.items():
+        tokens[i] = t
+    if any(t is None for t in tokens):
+        raise ConvertError(f"{tj}: token ids are not contiguous ({tokens.count(None)} missing below {n})")
+    T = gguf.TokenType
+    types = [int(T.CONTROL if added[i].get("special") else T.USER_DEFINED) if i in added else int(T.NORMAL) for i in range(n)]
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
+    ids = _post_processor_ids(spec)
+    flags = {"add_bos_token": bool(ids) and ids[0] is not None, "add_eos_token": bool(ids) and ids[-1] is not None}
+    return Vocab("gpt2", tokens, types, flags=flags, merges=merges)
+
+
+def write_vocab(w, v: Vocab, model_dir: Path, pre: str = "default") -> None:
+    """The vocabulary's keys on the GGUF writer `w` (`pre`: the BPE pre-tokenizer preset),
+    special ids from the checkpoint."""
     gguf = need("gguf")
     w.add_tokenizer_model(v.model)
-    w.add_tokenizer_pre("default")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(v.tokens)
     w.add_token_types(v.types)
+    if v.merges is not None:
+        w.add_token_merges(v.merges)
     if v.scores is not None:
         w.add_token_scores(v.scores)
     for k, val in v.flags.items():
