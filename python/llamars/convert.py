@@ -89,8 +89,8 @@ def _qtype(gguf, name: str, ndim: int, want):
 
 
 def _modern_bert_hparams(w, hp: dict) -> None:
-    """ModernBERT's keys as llama.cpp's converter writes them: LayerNorm epsilon, the global
-    and local RoPE bases, the local window (`local_attention`, the full width: ± half of it
+    """ModernBERT's keys as llama.cpp's converter writes them: the global and local RoPE
+    bases, the local window (`local_attention`, the full width: ± half of it
     around each token) and the period of the global layers (first of each period)."""
     if hp.get("norm_bias") or hp.get("attention_bias") or hp.get("mlp_bias"):
         raise ConvertError("a ModernBERT with biases (norm_bias / attention_bias / mlp_bias): llama.cpp's graph has none")
@@ -100,7 +100,6 @@ def _modern_bert_hparams(w, hp: dict) -> None:
     rope = hp.get("rope_parameters") or {}
     full = (rope.get("full_attention") or {}).get("rope_theta", hp.get("global_rope_theta", 160000.0))
     local = (rope.get("sliding_attention") or {}).get("rope_theta", hp.get("local_rope_theta", 10000.0))
-    w.add_layer_norm_eps(float(hp.get("norm_eps", 1e-5)))
     w.add_rope_freq_base(float(full))
     w.add_rope_freq_base_swa(float(local))
     w.add_sliding_window(int(hp.get("local_attention", 128)))
@@ -150,6 +149,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     w.add_embedding_length(int(hp["hidden_size"]))
     w.add_feed_forward_length(int(hp["intermediate_size"]))
     w.add_head_count(int(hp["num_attention_heads"]))
+    w.add_layer_norm_eps(float(hp.get("norm_eps", 1e-5)) if modern else float(hp.get("layer_norm_eps", 1e-12)))
     w.add_causal_attention(False)
     w.add_file_type(ftype)
     if (pool := _pooling(model_dir)) is not None:
@@ -157,7 +157,6 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     if modern:
         _modern_bert_hparams(w, hp)
     else:
-        w.add_layer_norm_eps(float(hp.get("layer_norm_eps", 1e-12)))
         w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
     write_vocab(w, vocab, model_dir, pre="modern-bert" if modern else "default")
 
