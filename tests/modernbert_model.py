@@ -44,8 +44,18 @@ def tokenizer_json() -> str:
     return tok.to_str()
 
 
-def write_checkpoint(d: Path, seed: int = 0) -> Path:
-    """The checkpoint directory `d` (ModernBertModel with mean pooling)."""
+def _pooling_config(d: Path) -> None:
+    """sentence-transformers' mean pooling (modules.json, 1_Pooling/config.json)."""
+    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                                                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (d / "1_Pooling").mkdir(exist_ok=True)
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": N_EMBD, "pooling_mode_mean_tokens": True}))
+
+
+def write_checkpoint(d: Path, seed: int = 0, classifier: str = "") -> Path:
+    """The checkpoint directory `d`: ModernBertModel with mean pooling, or with
+    `classifier` ("mean" / "cls": its classifier_pooling) a one-label
+    ModernBertForSequenceClassification (a reranker)."""
     d.mkdir(parents=True, exist_ok=True)
     tj = tokenizer_json()
     (d / "tokenizer.json").write_text(tj, encoding="utf-8")
@@ -63,11 +73,12 @@ def write_checkpoint(d: Path, seed: int = 0) -> Path:
         "sep_token_id": ids["[SEP]"], "embedding_dropout": 0.0, "attention_dropout": 0.0, "mlp_dropout": 0.0,
         "initializer_range": 0.02, "classifier_pooling": "mean", "tie_word_embeddings": True,
     }
+    if classifier:
+        cfg.update(architectures=["ModernBertForSequenceClassification"], classifier_pooling=classifier, classifier_activation="gelu",
+                   classifier_bias=False, classifier_dropout=0.0, id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
     (d / "config.json").write_text(json.dumps(cfg, indent=1) + "\n")
-    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                                                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
-    (d / "1_Pooling").mkdir(exist_ok=True)
-    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": N_EMBD, "pooling_mode_mean_tokens": True}))
+    if not classifier:  # a cross-encoder has no sentence-transformers pooling
+        _pooling_config(d)
     rng = np.random.default_rng(seed)
     e, F = N_EMBD, N_FF
 
@@ -85,5 +96,9 @@ def write_checkpoint(d: Path, seed: int = 0) -> Path:
         t[p + "mlp.Wi.weight"] = 0.1 * rng.standard_normal((2 * F, e))
         t[p + "mlp.Wo.weight"] = 0.1 * rng.standard_normal((e, F))
     t["final_norm.weight"] = norm()
+    if classifier:
+        t = {"model." + k: v for k, v in t.items()}
+        t.update({"head.dense.weight": 0.2 * rng.standard_normal((e, e)), "head.norm.weight": norm(),
+                  "classifier.weight": 0.3 * rng.standard_normal((1, e)), "classifier.bias": 0.1 * rng.standard_normal(1)})
     write_safetensors(d / "model.safetensors", t)
     return d

@@ -3,7 +3,9 @@ ModernBertModel in Hugging Face's layout with a byte-level BPE tokenizer): the G
 llama.cpp's converter says (`modern-bert`, `gpt2` vocabulary with merges, the
 `modern-bert` pre-tokenizer, both RoPE bases, the window and the period of the global
 layers); token ids equal the `tokenizers` library's; mean-pooled embeddings agree with
-`transformers`' ModernBertModel in float64, over texts longer than the local window."""
+`transformers`' ModernBertModel in float64, over texts longer than the local window; a
+reranker (ModernBertForSequenceClassification, mean or first-token pooling before its
+GELU + LayerNorm head) scores as transformers does."""
 from __future__ import annotations
 
 import json
@@ -93,13 +95,42 @@ def test_embeddings_match_transformers(engines, transformers_reference, ty, boun
     assert cos.min() >= bound, cos
 
 
-def test_classifier_and_other_pipelines_are_refused(tmp_path):
-    d = M.write_checkpoint(tmp_path / "cls")
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_reranker_scores_match_transformers(tmp_path, pooling):
+    torch = pytest.importorskip("torch", reason="transformers' float64 reference needs torch (installed with sentence-transformers)")
+    from transformers import ModernBertForSequenceClassification
+
+    from llamars.rerank import pair_ids
+
+    d = M.write_checkpoint(tmp_path / "ckpt", seed=1, classifier=pooling)
+    path = convert(d, tmp_path / "rerank.gguf", "f32")
+    r = gguf.GGUFReader(str(path))
+    assert int(r.fields["modern-bert.classifier.pooling_type"].parts[-1][0]) == (1 if pooling == "mean" else 2)
+    assert {"cls.weight", "cls.norm.weight", "cls.output.weight", "cls.output.bias"} <= {t.name for t in r.tensors}
+    hf = tokenizers.Tokenizer.from_file(str(d / "tokenizer.json"))
+    m = ModernBertForSequenceClassification.from_pretrained(d, dtype=torch.float64, attn_implementation="eager").eval()
+    query, docs = "local search model", _texts(8, 21)
+    with torch.no_grad():
+        want = [float(m(input_ids=torch.tensor([hf.encode(query, doc).ids])).logits[0, 0]) for doc in docs]
+    e = Engine(str(path), n_threads=2)
+    try:
+        assert [pair_ids(e, query, doc) for doc in docs] == [hf.encode(query, doc).ids for doc in docs]
+        ranked = e.rerank(query, docs)
+        got = [next(x["relevance_score"] for x in ranked if x["index"] == i) for i in range(len(docs))]
+        # llama.cpp's graph (followed here) takes the tanh GELU, the checkpoint the erf one
+        assert np.abs(np.array(got) - want).max() <= 3e-3, (got, want)
+        assert [x["index"] for x in ranked] == sorted(range(len(docs)), key=lambda i: -want[i])
+    finally:
+        e.close()
+
+
+def test_other_pipelines_are_refused(tmp_path):
+    d = M.write_checkpoint(tmp_path / "act", classifier="mean")
     cfg = json.loads((d / "config.json").read_text())
-    cfg["architectures"] = ["ModernBertForSequenceClassification"]
+    cfg["classifier_activation"] = "silu"
     (d / "config.json").write_text(json.dumps(cfg))
-    with pytest.raises(ConvertError, match="classifier"):
-        convert(d, tmp_path / "cls.gguf", "f32")
+    with pytest.raises(ConvertError, match="classifier_activation"):
+        convert(d, tmp_path / "act.gguf", "f32")
     d = M.write_checkpoint(tmp_path / "bias")
     cfg = json.loads((d / "config.json").read_text())
     cfg["norm_bias"] = True

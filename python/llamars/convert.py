@@ -7,8 +7,9 @@ token-type tables stay F32). XLM-RoBERTa's position table starts at `pad_token_i
 its first rows are dropped as llama.cpp's converter drops them. ModernBERT (`modern-bert`):
 RoPE with its global and local bases, the local layers' window and the period of the
 global ones, a byte-level BPE vocabulary with the `modern-bert` pre-tokenizer; its
-masked-LM head is left out, and its sequence-classification head is refused (llama.cpp
-has no reranking graph for it).
+masked-LM head is left out; a sequence classifier (reranker) keeps its prediction head
+(`cls`, `cls.norm`), its classifier (`cls.output`) and `classifier_pooling` (llama.cpp's
+`classifier.pooling_type`: mean or the first token before the head).
 
 Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
 """
@@ -31,7 +32,10 @@ _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
 _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
           "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
-          "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert"}
+          "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert", "ModernBertForSequenceClassification": "modern-bert"}
+# ModernBERT's classifier tensors by llama.cpp's names (gguf's map gives `cls` to both)
+_MODERN_CLS = {"head.dense.weight": "cls.weight", "head.dense.bias": "cls.bias", "head.norm.weight": "cls.norm.weight",
+               "classifier.weight": "cls.output.weight", "classifier.bias": "cls.output.bias"}
 
 
 def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
@@ -104,6 +108,13 @@ def _modern_bert_hparams(w, hp: dict) -> None:
     w.add_rope_freq_base_swa(float(local))
     w.add_sliding_window(int(hp.get("local_attention", 128)))
     w.add_sliding_window_pattern(int(hp.get("global_attn_every_n_layers", 3)))
+    if "ModernBertForSequenceClassification" in (hp.get("architectures") or []):
+        if hp.get("classifier_activation", "gelu") != "gelu":
+            raise ConvertError(f"ModernBERT classifier_activation {hp['classifier_activation']!r}: llama.cpp's head uses GELU")
+        pooling = hp.get("classifier_pooling", "cls")
+        if pooling not in ("mean", "cls"):
+            raise ConvertError(f"ModernBERT classifier_pooling {pooling!r}: llama.cpp's head takes 'mean' or 'cls'")
+        w.add_uint32("modern-bert.classifier.pooling_type", _POOLING[pooling])
 
 
 def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[int, int, str], None]] = None) -> Path:
@@ -120,8 +131,6 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
     if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
         arch = "bert"
-    if arch is None and "ModernBertForSequenceClassification" in names:
-        raise ConvertError(f"{cfg_path}: a ModernBERT classifier (reranker): llama.cpp has no graph for its head, so it is not converted; the encoder alone converts as ModernBertModel")
     if arch is None:
         raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa and ModernBERT checkpoints")
     if arch == "bert" and hp.get("position_embedding_type", "absolute") != "absolute":
@@ -164,6 +173,9 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     for f in st_files:
         for name, load in read_safetensors(f):
             n = name.split(".", 1)[1] if name.startswith(("bert.", "roberta.", "model.")) else name
+            if modern and "ModernBertForSequenceClassification" in names and n in _MODERN_CLS:
+                tensors.append((_MODERN_CLS[n], load))
+                continue
             if modern and n.startswith(("head.", "decoder.")):
                 continue  # the masked-LM head
             if n.endswith(".gamma"):

@@ -294,7 +294,7 @@ impl Model {
     }
 
     /// An encoder's classifier scores of a sequence from its hidden states [n, n_embd]
-    /// (rerankers: the first token, as llama.cpp's rank pooling).
+    /// (rerankers: the first token, or ModernBERT's mean, as llama.cpp's rank pooling).
     pub fn classify(&self, pool: &ThreadPool, hidden: &[f32]) -> Result<Vec<f32>> {
         let cls = self.classifier()?;
         let e = self.config.n_embd;
@@ -302,14 +302,33 @@ impl Model {
             return Err(Error::InvalidRequest("classify: no hidden state to score".into()));
         }
         let mut scratch = crate::cpu::Scratch::default();
-        let mut cur = hidden[..e].to_vec();
+        let mut cur = match &cls.modern {
+            Some(m) if m.mean => {
+                let rows = hidden.len() / e;
+                let mut sum = vec![0f32; e];
+                for r in hidden.chunks_exact(e) {
+                    add_inplace(&mut sum, r);
+                }
+                sum.iter_mut().for_each(|v| *v /= rows as f32);
+                sum
+            }
+            _ => hidden[..e].to_vec(),
+        };
         if let Some((w, b)) = &cls.dense {
             let mut y = vec![0f32; w.n_out];
             crate::cpu::matmul(pool, w, &cur, 1, &mut y, &mut scratch);
             if let Some(b) = b {
                 add_inplace(&mut y, b);
             }
-            y.iter_mut().for_each(|v| *v = v.tanh());
+            match &cls.modern {
+                Some(m) => {
+                    y.iter_mut().for_each(|v| *v = crate::cpu::ops::gelu(*v));
+                    if let Some(nw) = &m.norm {
+                        crate::cpu::ops::layer_norm(&mut y, nw, None, self.config.norm_eps);
+                    }
+                }
+                None => y.iter_mut().for_each(|v| *v = v.tanh()),
+            }
             cur = y;
         }
         if let Some((w, b)) = &cls.out {

@@ -155,11 +155,21 @@ pub struct InputExtras {
     pub norm: Option<Norm>,
 }
 
-/// A sequence classifier on an encoder's first token (rerankers, llama.cpp's rank
-/// pooling): `out · tanh(dense · h + b) + b`, either matrix optional.
+/// A sequence classifier (rerankers, llama.cpp's rank pooling): `out · act(dense · h + b)
+/// + b`, either matrix optional, `h` the first token's hidden state — or, for ModernBERT
+/// (`modern`), the mean of the sequence's when `{arch}.classifier.pooling_type` says mean,
+/// the activation GELU and a weight-only LayerNorm (`cls.norm`) after it.
 pub struct Classifier {
     pub dense: Option<(Weight, Option<Vec<f32>>)>,
     pub out: Option<(Weight, Option<Vec<f32>>)>,
+    pub modern: Option<ModernHead>,
+}
+
+/// ModernBERT's prediction head before its classifier.
+pub struct ModernHead {
+    /// mean of the sequence's hidden states (else its first token's)
+    pub mean: bool,
+    pub norm: Option<Vec<f32>>,
 }
 
 /// What follows the last layer: a decoder's final norm and vocabulary projection, or an
@@ -228,11 +238,19 @@ impl Model {
                 }
                 false => None,
             };
-            let classifier = if dense.is_some() || out.is_some() { Some(Classifier { dense, out }) } else { None };
-            if modern && classifier.is_some() {
-                let why = "is a ModernBERT classifier head (mean pooling, GELU and a head norm), which llamars does not run yet";
-                return Err(ld.err(if ld.has("cls.weight") { "cls.weight" } else { "cls.output.weight" }, why.into()));
-            }
+            let classifier = if dense.is_some() || out.is_some() {
+                let modern = match modern {
+                    // llama.cpp's classifier.pooling_type: 1 mean, else the first token
+                    true => Some(ModernHead {
+                        mean: ld.g.get(&format!("{}.classifier.pooling_type", c.arch.name())).and_then(|v| v.as_u64()) == Some(1),
+                        norm: ld.opt_vector("cls.norm.weight", dense.as_ref().map_or(e, |(w, _)| w.n_out))?,
+                    }),
+                    false => None,
+                };
+                Some(Classifier { dense, out, modern })
+            } else {
+                None
+            };
             let norm = if modern { Some(ln_weight_only("output_norm.weight")?.ok_or_else(|| ld.missing("output_norm.weight"))?) } else { None };
             (inputs, Head::Encoder { classifier, norm })
         } else {
