@@ -112,10 +112,25 @@ def test_unsupported_jina_norms_are_refused_naming_the_tensor(tmp_path):
         Engine(str(path), n_threads=1)
 
 
-def test_modern_bert_classifier_heads_are_refused_naming_the_tensor(tmp_path):
-    ts = tiny_models.bert_tensors("F32", False, arch="modern-bert")
-    ts.append(tiny_models.make_weight("cls.output.weight", "F32", tiny_models.BERT.n_embd, 1, 0.3, np.random.default_rng(0)))
-    path = tmp_path / "modern-cls.gguf"
-    tiny_models.write_gguf(path, tiny_models.bert_kvs(True, "modern-bert"), ts)
-    with pytest.raises(ModelLoadError, match="cls.output.weight"):
-        Engine(str(path), n_threads=1)
+def test_modern_bert_single_layer_classifier_is_a_linear_score(tmp_path):
+    # only cls.output (no prediction head, no classifier.pooling_type): llama.cpp's rank
+    # pooling projects the first token's hidden state, so negating the weights negates
+    # every score (tests/test_modernbert_convert.py checks the full head against
+    # transformers)
+    w = np.random.default_rng(0).standard_normal(tiny_models.BERT.n_embd).astype(np.float32) * 0.3
+    docs = ["quick brown fox", "lazy dog", "fox"]
+    scores = []
+    for sign in (1, -1):
+        ts = tiny_models.bert_tensors("F32", False, arch="modern-bert")
+        ts.append(tiny_models.Tensor("cls.output.weight", 0, [tiny_models.BERT.n_embd, 1], (sign * w).tobytes()))
+        path = tmp_path / f"modern-cls{sign}.gguf"
+        tiny_models.write_gguf(path, tiny_models.bert_kvs(True, "modern-bert"), ts)
+        e = Engine(str(path), n_threads=1)
+        try:
+            ranked = e.rerank("fox", docs)
+            assert [x["relevance_score"] for x in ranked] == sorted((x["relevance_score"] for x in ranked), reverse=True)
+            scores.append([x["relevance_score"] for x in sorted(ranked, key=lambda x: x["index"])])
+        finally:
+            e.close()
+    assert np.all(np.isfinite(scores)) and np.abs(scores[0]).min() > 1e-3
+    assert np.allclose(scores[0], -np.array(scores[1]), rtol=1e-5, atol=1e-6), scores

@@ -211,57 +211,52 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
     let (hd, vd) = (s.head_dim, s.v_head_dim);
     let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
     let group = s.n_head / s.n_head_kv;
-    let n_tokens: usize = spans.iter().map(|&(_, n)| n).sum();
-    let mut seq_of = Vec::with_capacity(n_tokens);
-    for &(t0, n) in spans {
-        seq_of.extend(std::iter::repeat((t0, n)).take(n));
-    }
+    // one task per (sequence, head): its keys transposed once, then every query's scores
+    // as FMAs across the keys (no horizontal sums), softmax, and P·V across the value lanes
+    let tasks: Vec<(usize, usize, usize)> = spans.iter().flat_map(|&(t0, n)| (0..s.n_head).map(move |h| (t0, n, h))).collect();
     let optr = SendPtr(out.as_mut_ptr());
-    pool.run(n_tokens * s.n_head, |task| {
+    pool.run(tasks.len(), |task| {
         #[allow(clippy::redundant_locals)]
         let optr = optr;
-        let (t, h) = (task / s.n_head, task % s.n_head);
-        let (t0, n) = seq_of[t];
+        let (t0, n, h) = tasks[task];
         let g = h / group;
-        let qh = &q[t * s.n_head * hd + h * hd..][..hd];
-        let i = t - t0;
         let slope = alibi.get(h).copied();
-        let mut scores: Vec<f32> = (0..n)
-            .map(|j| {
-                let kj = &k[(t0 + j) * kdim + g * hd..][..hd];
-                if s.window.is_some_and(|w| i.abs_diff(j) > w / 2) {
-                    return f32::NEG_INFINITY;
+        let mut kt = vec![0f32; hd * n];
+        for j in 0..n {
+            for (d, &x) in k[(t0 + j) * kdim + g * hd..][..hd].iter().enumerate() {
+                kt[d * n + j] = x;
+            }
+        }
+        let mut scores = vec![0f32; n];
+        for i in 0..n {
+            let qi = &q[(t0 + i) * s.n_head * hd + h * hd..][..hd];
+            scores.fill(0.0);
+            for (d, &qd) in qi.iter().enumerate() {
+                scores.iter_mut().zip(&kt[d * n..(d + 1) * n]).for_each(|(sc, &kk)| *sc += qd * kk);
+            }
+            for (j, sc) in scores.iter_mut().enumerate() {
+                *sc = if s.window.is_some_and(|w| i.abs_diff(j) > w / 2) {
+                    f32::NEG_INFINITY
+                } else {
+                    let x = s.score(*sc);
+                    match slope {
+                        Some(m) => x + m * -(i.abs_diff(j) as f32),
+                        None => x,
+                    }
+                };
+            }
+            softmax_ggml(&mut scores, 0, None);
+            // SAFETY: the output slice of (token t0 + i, head h) is written only by this task.
+            let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add((t0 + i) * s.n_head * vd + h * vd), vd) };
+            o.fill(0.0);
+            for (j, &p) in scores.iter().enumerate() {
+                if p == 0.0 {
+                    continue;
                 }
-                let x = s.score(dot8(qh, kj));
-                match slope {
-                    Some(m) => x + m * -(i.abs_diff(j) as f32),
-                    None => x,
-                }
-            })
-            .collect();
-        softmax_ggml(&mut scores, 0, None);
-        // SAFETY: the output slice of (t, h) is written only by this task.
-        let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h * vd), vd) };
-        o.fill(0.0);
-        for (j, &p) in scores.iter().enumerate() {
-            let vj = &v[(t0 + j) * vdim + g * vd..][..vd];
-            o.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
+                let vj = &v[(t0 + j) * vdim + g * vd..][..vd];
+                o.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
+            }
         }
     });
-}
-
-/// An f32 dot in 8 interleaved partial sums (vectorizes; encoders' attention needs no
-/// particular order).
-fn dot8(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for j in 0..8 {
-            acc[j] += x[j] * y[j];
-        }
-    }
-    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
-    acc.iter().sum::<f32>() + tail
 }
 
