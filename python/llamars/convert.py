@@ -1,5 +1,5 @@
 """`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint (BERT,
-XLM-RoBERTa, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
+XLM-RoBERTa, nomic-bert, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
 `vocab.txt`, and the sentence-transformers pooling config when present) into a GGUF that
 llama.cpp loads as well: llama.cpp's tensor names (gguf's tensor map), metadata keys,
 vocabulary form (convert_vocab.py) and type rules (1-D tensors, norms, position and
@@ -9,7 +9,11 @@ RoPE with its global and local bases, the local layers' window and the period of
 global ones, a byte-level BPE vocabulary with the `modern-bert` pre-tokenizer; its
 masked-LM head is left out; a sequence classifier (reranker) keeps its prediction head
 (`cls`, `cls.norm`), its classifier (`cls.output`) and `classifier_pooling` (llama.cpp's
-`classifier.pooling_type`: mean or the first token before the head).
+`classifier.pooling_type`: mean or the first token before the head). nomic-embed-text
+(`NomicBertModel`, `nomic-bert`): its GPT-style config keys (`n_embd`, `n_layer`, ...), RoPE
+base `rotary_emb_base`, the context it was trained at (`max_trained_positions`); only the
+layout llama.cpp's graph runs (SwiGLU, post-norm, no biases, full non-interleaved
+rotation, no experts) is accepted.
 
 Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
 """
@@ -32,6 +36,7 @@ _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
 _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
           "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
+          "NomicBertModel": "nomic-bert",
           "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert", "ModernBertForSequenceClassification": "modern-bert"}
 # ModernBERT's classifier tensors by llama.cpp's names (gguf's map gives `cls` to both)
 _MODERN_CLS = {"head.dense.weight": "cls.weight", "head.dense.bias": "cls.bias", "head.norm.weight": "cls.norm.weight",
@@ -117,6 +122,23 @@ def _modern_bert_hparams(w, hp: dict) -> None:
         w.add_uint32("modern-bert.classifier.pooling_type", _POOLING[pooling])
 
 
+def _nomic_config(hp: dict) -> dict:
+    """A nomic-bert config in BERT's key names, after checking that llama.cpp's graph runs
+    it (its converter's checks)."""
+    want = {"activation_function": "swiglu", "causal": False, "prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False,
+            "mlp_fc2_bias": False, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False, "use_rms_norm": False, "parallel_block": False}
+    for k, v in want.items():
+        if k in hp and hp[k] != v:
+            raise ConvertError(f"nomic-bert {k} = {hp[k]!r}: llama.cpp's graph runs {v!r} only")
+    if hp.get("moe_every_n_layers") or hp.get("num_experts"):
+        raise ConvertError("a nomic-bert with experts (nomic-embed-text-v2-moe): not supported")
+    if hp.get("rotary_scaling_factor"):
+        raise ConvertError("nomic-bert rotary_scaling_factor: scaled RoPE is not supported")
+    return {**hp, "num_hidden_layers": hp["n_layer"], "hidden_size": hp["n_embd"], "intermediate_size": hp["n_inner"],
+            "num_attention_heads": hp["n_head"], "layer_norm_eps": hp.get("layer_norm_epsilon", 1e-12),
+            "max_position_embeddings": hp.get("max_trained_positions", hp.get("n_positions", 2048)), "type_vocab_size": hp.get("type_vocab_size", 2)}
+
+
 def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[int, int, str], None]] = None) -> Path:
     """Write the GGUF of the checkpoint in `model_dir` to `out`; returns its path."""
     gguf = need("gguf")
@@ -131,8 +153,13 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
     if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
         arch = "bert"
+    if arch is None and hp.get("model_type") == "nomic_bert":
+        arch = "nomic-bert"
+    nomic = arch == "nomic-bert"
+    if nomic:
+        hp = _nomic_config(hp)
     if arch is None:
-        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa and ModernBERT checkpoints")
+        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa, nomic-bert and ModernBERT checkpoints")
     if arch == "bert" and hp.get("position_embedding_type", "absolute") != "absolute":
         raise ConvertError(f"{cfg_path}: position_embedding_type {hp['position_embedding_type']!r}; BERT here uses absolute positions")
     st_files = sorted(model_dir.glob("*.safetensors"))
@@ -140,7 +167,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         raise ConvertError(f"{model_dir}: no .safetensors weights (convert a PyTorch checkpoint with safetensors first)")
     n_layer = int(hp["num_hidden_layers"])
     modern = arch == "modern-bert"
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MODERN_BERT if modern else gguf.MODEL_ARCH.BERT, n_layer)
+    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MODERN_BERT if modern else gguf.MODEL_ARCH.NOMIC_BERT if nomic else gguf.MODEL_ARCH.BERT, n_layer)
     vocab = read_vocab(model_dir)
     if modern and vocab.model != "gpt2":
         raise ConvertError(f"{model_dir}: a ModernBERT checkpoint with a {vocab.model!r} vocabulary; its byte-level BPE tokenizer.json is expected")
@@ -167,6 +194,8 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         _modern_bert_hparams(w, hp)
     else:
         w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
+    if nomic:
+        w.add_rope_freq_base(float(hp.get("rotary_emb_base", 10000.0)))
     write_vocab(w, vocab, model_dir, pre="modern-bert" if modern else "default")
 
     tensors = []
@@ -211,7 +240,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, ModernBERT) to GGUF.")
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, nomic-bert, ModernBERT) to GGUF.")
     p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")

