@@ -1,5 +1,5 @@
 """`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint (BERT,
-XLM-RoBERTa, nomic-bert, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
+XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
 `vocab.txt`, and the sentence-transformers pooling config when present) into a GGUF that
 llama.cpp loads as well: llama.cpp's tensor names (gguf's tensor map), metadata keys,
 vocabulary form (convert_vocab.py) and type rules (1-D tensors, norms, position and
@@ -13,7 +13,9 @@ masked-LM head is left out; a sequence classifier (reranker) keeps its predictio
 (`NomicBertModel`, `nomic-bert`): its GPT-style config keys (`n_embd`, `n_layer`, ...), RoPE
 base `rotary_emb_base`, the context it was trained at (`max_trained_positions`); only the
 layout llama.cpp's graph runs (SwiGLU, post-norm, no biases, full non-interleaved
-rotation, no experts) is accepted.
+rotation, no experts) is accepted. jina-embeddings-v2 (`JinaBertModel`, `jina-bert-v2`):
+ALiBi instead of a position table, the fused GEGLU `gated_layers` (its first half the
+gate) as `ffn_up`, BERT's WordPiece vocabulary.
 
 Needs the `gguf` and `tokenizers` packages: `pip install 'llamars[convert]'`.
 """
@@ -36,7 +38,7 @@ _POOLING = {"mean": 1, "cls": 2, "last": 3}
 _SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
 _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
           "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
-          "NomicBertModel": "nomic-bert",
+          "NomicBertModel": "nomic-bert", "JinaBertModel": "jina-bert-v2", "JinaBertForMaskedLM": "jina-bert-v2",
           "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert", "ModernBertForSequenceClassification": "modern-bert"}
 # ModernBERT's classifier tensors by llama.cpp's names (gguf's map gives `cls` to both)
 _MODERN_CLS = {"head.dense.weight": "cls.weight", "head.dense.bias": "cls.bias", "head.norm.weight": "cls.norm.weight",
@@ -155,11 +157,13 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         arch = "bert"
     if arch is None and hp.get("model_type") == "nomic_bert":
         arch = "nomic-bert"
-    nomic = arch == "nomic-bert"
+    nomic, jina = arch == "nomic-bert", arch == "jina-bert-v2"
     if nomic:
         hp = _nomic_config(hp)
+    if jina and (hp.get("position_embedding_type", "alibi") != "alibi" or hp.get("feed_forward_type", "geglu") != "geglu"):
+        raise ConvertError(f"{cfg_path}: a jina-bert-v2 with position_embedding_type {hp.get('position_embedding_type')!r} / feed_forward_type {hp.get('feed_forward_type')!r}: llama.cpp's graph runs ALiBi with GEGLU")
     if arch is None:
-        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa, nomic-bert and ModernBERT checkpoints")
+        raise ConvertError(f"{cfg_path}: architectures {names} / model_type {hp.get('model_type')!r}: this converter handles BERT, XLM-RoBERTa, nomic-bert, jina-bert-v2 and ModernBERT checkpoints")
     if arch == "bert" and hp.get("position_embedding_type", "absolute") != "absolute":
         raise ConvertError(f"{cfg_path}: position_embedding_type {hp['position_embedding_type']!r}; BERT here uses absolute positions")
     st_files = sorted(model_dir.glob("*.safetensors"))
@@ -167,10 +171,13 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         raise ConvertError(f"{model_dir}: no .safetensors weights (convert a PyTorch checkpoint with safetensors first)")
     n_layer = int(hp["num_hidden_layers"])
     modern = arch == "modern-bert"
-    tmap = gguf.get_tensor_name_map(gguf.MODEL_ARCH.MODERN_BERT if modern else gguf.MODEL_ARCH.NOMIC_BERT if nomic else gguf.MODEL_ARCH.BERT, n_layer)
+    model_arch = {"modern-bert": gguf.MODEL_ARCH.MODERN_BERT, "nomic-bert": gguf.MODEL_ARCH.NOMIC_BERT, "jina-bert-v2": gguf.MODEL_ARCH.JINA_BERT_V2}
+    tmap = gguf.get_tensor_name_map(model_arch.get(arch, gguf.MODEL_ARCH.BERT), n_layer)
     vocab = read_vocab(model_dir)
     if modern and vocab.model != "gpt2":
         raise ConvertError(f"{model_dir}: a ModernBERT checkpoint with a {vocab.model!r} vocabulary; its byte-level BPE tokenizer.json is expected")
+    if (nomic or jina) and vocab.model != "bert":
+        raise ConvertError(f"{model_dir}: a {arch} checkpoint with a {vocab.model!r} vocabulary; llamars-convert takes BERT's WordPiece one for it")
     roberta = hp.get("model_type") == "xlm-roberta" or any(a.startswith("XLMRoberta") for a in names)
     # positions start at pad_token_id + 1 (fairseq); llama.cpp's converter drops the rows before
     pos_offset = int(hp.get("pad_token_id", 1)) + 1 if roberta else 0
@@ -240,7 +247,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, nomic-bert, ModernBERT) to GGUF.")
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT) to GGUF.")
     p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")
