@@ -203,7 +203,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
         w.add_token_type_count(int(hp.get("type_vocab_size", 1)))
     if nomic:
         w.add_rope_freq_base(float(hp.get("rotary_emb_base", 10000.0)))
-    write_vocab(w, vocab, model_dir, pre="modern-bert" if modern else "default")
+    write_vocab(w, vocab, model_dir, pre="modern-bert" if modern else None)
 
     tensors = []
     for f in st_files:

@@ -9,10 +9,12 @@ or BERT's `vocab.txt`) as the `tokenizer.ggml.*` keys llama.cpp writes for it.
   pipeline llamars reproduces is accepted (`Precompiled`, optionally followed by
   `Replace(" {2,}", " ")`; `Metaspace` with `▁` that splits); another is refused naming
   the component, rather than converted into a file that tokenizes differently.
-- byte-level BPE (ModernBERT): `tokenizer.ggml.model = gpt2`, the tokens in id order and
-  the merges, with the pre-tokenizer preset the architecture names (`modern-bert`: GPT-2's
-  split); only `ByteLevel` pre-tokenization (GPT-2's regex) without a normalizer is
-  accepted.
+- byte-level BPE (ModernBERT, Llama 3, Qwen 2 / 3): `tokenizer.ggml.model = gpt2`, the
+  tokens in id order and the merges, with the pre-tokenizer preset read from the pipeline:
+  `ByteLevel` with GPT-2's regex (`gpt-2`; ModernBERT's converter names it `modern-bert`),
+  or a `Split` by Llama 3's (`llama-bpe`) or Qwen 2's (`qwen2`) regex then `ByteLevel`
+  without one. Another pipeline is refused naming it; of normalizers only Qwen's NFC is
+  accepted (llama.cpp does not normalize: the two agree on NFC text).
 """
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ class Vocab:
     charsmap: Optional[bytes] = None
     #: BPE merges ("left right"), in rank order
     merges: Optional[list] = None
+    #: llama.cpp's pre-tokenizer preset (BPE)
+    pre: str = "default"
 
 
 def need(module: str):
@@ -161,14 +165,35 @@ def _post_processor_ids(spec: dict) -> list:
     return [s.get("SpecialToken", {}).get("id") for s in pp.get("single") or []]
 
 
+# the Split regex of a tokenizer.json -> llama.cpp's pre-tokenizer preset
+_SPLIT_PRESETS = {
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "llama-bpe",
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+": "qwen2",
+}
+
+
+def _bpe_preset(tj: Path, spec: dict) -> str:
+    """llama.cpp's pre-tokenizer preset for the byte-level pipeline of `spec`."""
+    norm = spec.get("normalizer")
+    if norm and norm.get("type") != "NFC":
+        raise ConvertError(f"{tj}: normalizer {json.dumps(norm)[:120]}: a byte-level BPE vocabulary is converted only without one (or Qwen's NFC)")
+    pre = spec.get("pre_tokenizer") or {}
+    if pre.get("type") == "ByteLevel" and pre.get("use_regex", True) and not pre.get("add_prefix_space"):
+        return "gpt-2"
+    steps = pre.get("pretokenizers") or []
+    if pre.get("type") == "Sequence" and len(steps) == 2 and steps[0].get("type") == "Split" and steps[1].get("type") == "ByteLevel" \
+            and not steps[1].get("use_regex", True) and not steps[1].get("add_prefix_space") and steps[0].get("behavior") == "Isolated":
+        preset = _SPLIT_PRESETS.get((steps[0].get("pattern") or {}).get("Regex"))
+        if preset:
+            return preset
+    raise ConvertError(f"{tj}: pre_tokenizer {json.dumps(pre)[:200]}: not a byte-level pipeline llamars knows the llama.cpp preset of "
+                       "(GPT-2's ByteLevel, or Split by Llama 3's or Qwen 2's regex then ByteLevel)")
+
+
 def _bpe(tj: Path, spec: dict) -> Vocab:
     gguf = need("gguf")
     model = spec["model"]
-    if spec.get("normalizer"):
-        raise ConvertError(f"{tj}: normalizer {json.dumps(spec['normalizer'])[:120]}: a byte-level BPE vocabulary is converted only without one")
-    pre = spec.get("pre_tokenizer") or {}
-    if pre.get("type") != "ByteLevel" or not pre.get("use_regex", True) or pre.get("add_prefix_space"):
-        raise ConvertError(f"{tj}: pre_tokenizer {json.dumps(pre)[:120]}: a BPE vocabulary needs ByteLevel with GPT-2's regex and no prefix space")
+    pre = _bpe_preset(tj, spec)
     if model.get("byte_fallback") or model.get("dropout"):
         raise ConvertError(f"{tj}: BPE with byte_fallback or dropout is not supported")
     vocab = dict(model.get("vocab") or {})
@@ -186,15 +211,15 @@ def _bpe(tj: Path, spec: dict) -> Vocab:
     merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges") or []]
     ids = _post_processor_ids(spec)
     flags = {"add_bos_token": bool(ids) and ids[0] is not None, "add_eos_token": bool(ids) and ids[-1] is not None}
-    return Vocab("gpt2", tokens, types, flags=flags, merges=merges)
+    return Vocab("gpt2", tokens, types, flags=flags, merges=merges, pre=pre)
 
 
-def write_vocab(w, v: Vocab, model_dir: Path, pre: str = "default") -> None:
-    """The vocabulary's keys on the GGUF writer `w` (`pre`: the BPE pre-tokenizer preset),
-    special ids from the checkpoint."""
+def write_vocab(w, v: Vocab, model_dir: Path, pre: Optional[str] = None) -> None:
+    """The vocabulary's keys on the GGUF writer `w` (`pre`: the pre-tokenizer preset, else
+    the vocabulary's own), special ids from the checkpoint."""
     gguf = need("gguf")
     w.add_tokenizer_model(v.model)
-    w.add_tokenizer_pre(pre)
+    w.add_tokenizer_pre(pre or v.pre)
     w.add_token_list(v.tokens)
     w.add_token_types(v.types)
     if v.merges is not None:
