@@ -23,54 +23,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import struct
 import sys
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
-import numpy as np
-
+from .convert_io import TYPES, file_types, read_safetensors, write_tensors
 from .convert_vocab import ConvertError, need, read_vocab, write_vocab
 
-TYPES = ("f32", "f16", "q8_0")
 # GGUF pooling_type values (llama.cpp's enum)
 _POOLING = {"mean": 1, "cls": 2, "last": 3}
-_SAFETENSORS_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": None, "F64": np.float64}
 _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassification": "bert",
           "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
           "NomicBertModel": "nomic-bert", "JinaBertModel": "jina-bert-v2", "JinaBertForMaskedLM": "jina-bert-v2",
           "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert", "ModernBertForSequenceClassification": "modern-bert"}
+# decoder checkpoints (convert_decoder.py): Hugging Face class -> llama.cpp architecture
+DECODERS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
 # ModernBERT's classifier tensors by llama.cpp's names (gguf's map gives `cls` to both)
 _MODERN_CLS = {"head.dense.weight": "cls.weight", "head.dense.bias": "cls.bias", "head.norm.weight": "cls.norm.weight",
                "classifier.weight": "cls.output.weight", "classifier.bias": "cls.output.bias"}
-
-
-def read_safetensors(path: Path) -> Iterator[tuple[str, Callable[[], np.ndarray]]]:
-    """(name, loader) for every tensor of a .safetensors file, memory-mapped; BF16 is
-    widened to F32."""
-    with open(path, "rb") as f:
-        head = f.read(8)
-        if len(head) != 8:
-            raise ConvertError(f"{path}: not a safetensors file (shorter than its header)")
-        (n,) = struct.unpack("<Q", head)
-        if n > 100 << 20:
-            raise ConvertError(f"{path}: header of {n} bytes is not a safetensors header")
-        meta = json.loads(f.read(n))
-    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + n)
-    for name, t in meta.items():
-        if name == "__metadata__":
-            continue
-        dt, shape, (a, b) = t["dtype"], t["shape"], t["data_offsets"]
-
-        def load(name=name, dt=dt, shape=shape, a=a, b=b) -> np.ndarray:
-            if dt not in _SAFETENSORS_DTYPES:
-                raise ConvertError(f"{path}: tensor {name} has dtype {dt}; supported: F32, F16, BF16, F64")
-            raw = data[a:b]
-            if dt == "BF16":
-                return (raw.view(np.uint16).astype(np.uint32) << 16).view(np.float32).reshape(shape)
-            return raw.view(_SAFETENSORS_DTYPES[dt]).reshape(shape)
-
-        yield name, load
 
 
 def _pooling(model_dir: Path) -> Optional[int]:
@@ -88,15 +58,6 @@ def _pooling(model_dir: Path) -> Optional[int]:
                 return _POOLING["last"]
             return _POOLING.get(cfg.get("pooling_mode"))
     return None
-
-
-def _qtype(gguf, name: str, ndim: int, want):
-    f32 = gguf.GGMLQuantizationType.F32
-    if ndim <= 1 or name.endswith("_norm.weight") or not name.endswith(".weight"):
-        return f32
-    if name in ("position_embd.weight", "token_types.weight"):
-        return f32
-    return want
 
 
 def _modern_bert_hparams(w, hp: dict) -> None:
@@ -145,13 +106,16 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     """Write the GGUF of the checkpoint in `model_dir` to `out`; returns its path."""
     gguf = need("gguf")
     model_dir, out = Path(model_dir), Path(out)
-    if out_type not in TYPES:
-        raise ConvertError(f"--outtype must be one of {', '.join(TYPES)}, got {out_type!r}")
+    file_types(out_type)  # checks it
     cfg_path = model_dir / "config.json"
     if not cfg_path.is_file():
         raise ConvertError(f"{model_dir}: config.json is missing (is this a Hugging Face model directory?)")
     hp = json.loads(cfg_path.read_text())
     names = hp.get("architectures") or []
+    if any(a in DECODERS for a in names):
+        from .convert_decoder import convert_decoder
+
+        return convert_decoder(model_dir, hp, out, out_type, progress)
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
     if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
         arch = "bert"
@@ -181,8 +145,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     roberta = hp.get("model_type") == "xlm-roberta" or any(a.startswith("XLMRoberta") for a in names)
     # positions start at pad_token_id + 1 (fairseq); llama.cpp's converter drops the rows before
     pos_offset = int(hp.get("pad_token_id", 1)) + 1 if roberta else 0
-    qt = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}[out_type]
-    ftype = {"f32": gguf.LlamaFileType.ALL_F32, "f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0}[out_type]
+    qt, ftype = file_types(out_type)
 
     part = out.with_name(out.name + ".part")
     w = gguf.GGUFWriter(str(part), arch)
@@ -226,22 +189,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
             if n == "embeddings.position_embeddings.weight" and pos_offset:
                 load = (lambda f=load: f()[pos_offset:])
             tensors.append((new, load))
-    total = len(tensors)
-    for i, (name, load) in enumerate(tensors):
-        data = np.ascontiguousarray(load(), dtype=np.float32)
-        t = _qtype(gguf, name, data.ndim, qt)
-        try:
-            q = gguf.quants.quantize(data, t)
-        except gguf.QuantError:
-            t = gguf.GGMLQuantizationType.F16
-            q = gguf.quants.quantize(data, t)
-        w.add_tensor(name, q, raw_dtype=t)
-        if progress:
-            progress(i + 1, total, name)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    write_tensors(w, tensors, qt, progress)
     part.replace(out)
     return out
 
