@@ -1,9 +1,9 @@
 """`llamars-convert MODEL_DIR OUT.gguf`: a Hugging Face BERT-family checkpoint (BERT,
-XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT: `config.json`, `model.safetensors`, `tokenizer.json` or
-`vocab.txt`, and the sentence-transformers pooling config when present) into a GGUF that
+XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT: `config.json`, `model.safetensors`,
+`tokenizer.json` or `vocab.txt`, and the sentence-transformers pooling config when present) into a GGUF that
 llama.cpp loads as well: llama.cpp's tensor names (gguf's tensor map), metadata keys,
 vocabulary form (convert_vocab.py) and type rules (1-D tensors, norms, position and
-token-type tables stay F32). XLM-RoBERTa's position table starts at `pad_token_id + 1`;
+token-type tables stay F32). Llama / Qwen 2 / Qwen 3 decoders go to convert_decoder.py. XLM-RoBERTa's position table starts at `pad_token_id + 1`;
 its first rows are dropped as llama.cpp's converter drops them. ModernBERT (`modern-bert`):
 RoPE with its global and local bases, the local layers' window and the period of the
 global ones, a byte-level BPE vocabulary with the `modern-bert` pre-tokenizer; its
@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
+from .convert_decoder import ARCHS as DECODERS
+from .convert_decoder import convert_decoder
 from .convert_io import TYPES, file_types, read_safetensors, write_tensors
 from .convert_vocab import ConvertError, need, read_vocab, write_vocab
 
@@ -36,8 +38,6 @@ _ARCHS = {"BertModel": "bert", "BertForMaskedLM": "bert", "BertForSequenceClassi
           "XLMRobertaModel": "bert", "XLMRobertaForSequenceClassification": "bert",
           "NomicBertModel": "nomic-bert", "JinaBertModel": "jina-bert-v2", "JinaBertForMaskedLM": "jina-bert-v2",
           "ModernBertModel": "modern-bert", "ModernBertForMaskedLM": "modern-bert", "ModernBertForSequenceClassification": "modern-bert"}
-# decoder checkpoints (convert_decoder.py): Hugging Face class -> llama.cpp architecture
-DECODERS = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2", "Qwen3ForCausalLM": "qwen3"}
 # ModernBERT's classifier tensors by llama.cpp's names (gguf's map gives `cls` to both)
 _MODERN_CLS = {"head.dense.weight": "cls.weight", "head.dense.bias": "cls.bias", "head.norm.weight": "cls.norm.weight",
                "classifier.weight": "cls.output.weight", "classifier.bias": "cls.output.bias"}
@@ -113,8 +113,6 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
     hp = json.loads(cfg_path.read_text())
     names = hp.get("architectures") or []
     if any(a in DECODERS for a in names):
-        from .convert_decoder import convert_decoder
-
         return convert_decoder(model_dir, hp, out, out_type, progress)
     arch = next((_ARCHS[a] for a in names if a in _ARCHS), None)
     if arch is None and hp.get("model_type") in ("bert", "xlm-roberta"):
@@ -195,7 +193,7 @@ def convert(model_dir, out, out_type: str = "f16", progress: Optional[Callable[[
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face BERT-family checkpoint (BERT, XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT) to GGUF.")
+    p = argparse.ArgumentParser(prog="llamars-convert", description="Convert a Hugging Face checkpoint to GGUF: BERT-family encoders (BERT, XLM-RoBERTa, nomic-bert, jina-bert-v2, ModernBERT) and Llama / Qwen 2 / Qwen 3 decoders.")
     p.add_argument("model_dir", help="directory with config.json, *.safetensors and tokenizer.json / vocab.txt")
     p.add_argument("out", help="the GGUF file to write")
     p.add_argument("--type", "--outtype", dest="type", default="f16", choices=TYPES, help="weight type of the 2-D tensors (default f16)")
