@@ -104,12 +104,8 @@ pub(super) fn chain(ty: GgmlType) -> Option<(DotFn, DotRowsFn)> {
     }
 }
 
-/// Whole blocks present in `n` elements and in both byte slices (like the scalar kernels,
-/// which stop at the shortest of the three).
-#[inline(always)]
-pub(super) fn nblocks(n: usize, bs: usize, w: &[u8], wts: usize, a: &[u8], ats: usize) -> usize {
-    (n / bs).min(w.len() / wts).min(a.len() / ats)
-}
+pub(super) use super::blocks::nblocks;
+
 
 /// Whole blocks present in `n` elements, in `w`, and in each of `rows` activation rows that
 /// start every `stride` bytes of `a` (the last row is the shortest).

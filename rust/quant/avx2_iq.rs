@@ -11,31 +11,10 @@
 //! from `w` and `a`.
 use super::avx2::{bits32, fp16, hsum_f32x8, hsum_i32x8, load256, rd_f32};
 use super::blocks::{Q8_K_BYTES, Q8_K_QS};
-use super::iquant::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
+use super::iquant::{grid4 as g4, grid8 as g8, rd_u16 as u16_at, rd_u32 as u32_at, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
 use super::iquant1::IQ1S;
 use core::arch::x86_64::*;
 use core::ptr::read_unaligned;
-
-#[inline(always)]
-unsafe fn u16_at(p: *const u8) -> u32 {
-    read_unaligned(p as *const u16) as u32
-}
-
-#[inline(always)]
-unsafe fn u32_at(p: *const u8) -> u32 {
-    read_unaligned(p as *const u32)
-}
-
-/// 8 magnitudes of an IQ2 grid entry / 4 of an IQ3 one.
-#[inline(always)]
-unsafe fn g8(grid: &[u8], i: usize) -> i64 {
-    read_unaligned(grid.as_ptr().add(8 * (i & (grid.len() / 8 - 1))) as *const i64)
-}
-
-#[inline(always)]
-unsafe fn g4(grid: &[u8], i: usize) -> i32 {
-    read_unaligned(grid.as_ptr().add(4 * (i & (grid.len() / 4 - 1))) as *const i32)
-}
 
 /// The 8 IQ3 grid entries `gi(0..8)` (32 magnitudes).
 #[inline(always)]

@@ -229,3 +229,10 @@ pub fn wgsl_constants() -> String {
     ];
     rows.iter().map(|(name, v)| format!("const {name}: u32 = {v}u;\n")).collect()
 }
+
+/// Whole blocks present in `n` elements and in both byte slices (like the scalar kernels,
+/// which stop at the shortest of the three).
+#[inline(always)]
+pub(crate) fn nblocks(n: usize, bs: usize, w: &[u8], wts: usize, a: &[u8], ats: usize) -> usize {
+    (n / bs).min(w.len() / wts).min(a.len() / ats)
+}

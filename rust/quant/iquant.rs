@@ -29,6 +29,30 @@ pub fn ksigns(i: u32) -> u8 {
     i | (((i.count_ones() & 1) as u8) << 7)
 }
 
+/// Little-endian u16 / u32 at `p` (block fields), for the SIMD kernels. Safety: readable.
+#[inline(always)]
+pub(crate) unsafe fn rd_u16(p: *const u8) -> u32 {
+    core::ptr::read_unaligned(p as *const u16) as u32
+}
+
+#[inline(always)]
+pub(crate) unsafe fn rd_u32(p: *const u8) -> u32 {
+    core::ptr::read_unaligned(p as *const u32)
+}
+
+/// Row `i` of a grid of 8-byte rows (IQ2, IQ1) / 4-byte rows (IQ3), the index masked to
+/// the grid. Safety: `grid` holds a power of two of rows (every grid here does), so the
+/// masked row is inside it.
+#[inline(always)]
+pub(crate) unsafe fn grid8(grid: &[u8], i: usize) -> i64 {
+    core::ptr::read_unaligned(grid.as_ptr().add(8 * (i & (grid.len() / 8 - 1))) as *const i64)
+}
+
+#[inline(always)]
+pub(crate) unsafe fn grid4(grid: &[u8], i: usize) -> i32 {
+    core::ptr::read_unaligned(grid.as_ptr().add(4 * (i & (grid.len() / 4 - 1))) as *const i32)
+}
+
 /// ggml's `ksigns_iq2xs` as ±1 bytes (its `keven_signs_q2xs`): byte j of entry i is -1
 /// where bit j of `ksigns(i)` is set (element negative), else 1.
 pub(crate) static KSIGN_BYTES: [i64; 128] = {

@@ -40,11 +40,6 @@ pub(super) fn dot(ty: GgmlType) -> Option<DotFn> {
     })
 }
 
-#[inline(always)]
-fn nblocks(n: usize, bs: usize, w: &[u8], wts: usize, a: &[u8], ats: usize) -> usize {
-    (n / bs).min(w.len() / wts).min(a.len() / ats)
-}
-
 macro_rules! wrappers {
     ($($name:ident => $kernel:ident, $bs:expr, $wts:expr, $ats:expr;)*) => {$(
         fn $name(n: usize, w: &[u8], a: &[u8]) -> f32 {

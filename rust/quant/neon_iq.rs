@@ -14,11 +14,10 @@
 //!
 //! Callers (`neon.rs` wrappers) guarantee that `nb` blocks are readable from `w` and `a`.
 use super::blocks::{Q8_K_BYTES, Q8_K_QS};
-use super::iquant::{IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
+use super::iquant::{grid4, grid8, rd_u16 as u16_at, rd_u32 as u32_at, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
 use super::iquant1::IQ1S;
 use super::neon::{dot_s8, fp16, ld_s8, rd_f32};
 use core::arch::aarch64::*;
-use core::ptr::read_unaligned;
 
 pub(super) const IQ2_XXS: u8 = 0;
 pub(super) const IQ2_XS: u8 = 1;
@@ -29,36 +28,20 @@ pub(super) const IQ1_S: u8 = 5;
 pub(super) const IQ1_M: u8 = 6;
 
 #[inline(always)]
-unsafe fn u16_at(p: *const u8) -> u32 {
-    read_unaligned(p as *const u16) as u32
-}
-
-#[inline(always)]
-unsafe fn u32_at(p: *const u8) -> u32 {
-    read_unaligned(p as *const u32)
-}
-
-/// Entry `i` of a table of 8-byte (IQ2, IQ1) rows, the index masked to the table.
-#[inline(always)]
-unsafe fn g8(grid: &[u8], i: usize) -> u64 {
-    read_unaligned(grid.as_ptr().add(8 * (i & (grid.len() / 8 - 1))) as *const u64)
-}
-
-/// Entry `i` of a table of 4-byte (IQ3) rows.
-#[inline(always)]
-unsafe fn g4(grid: &[u8], i: usize) -> u32 {
-    read_unaligned(grid.as_ptr().add(4 * (i & (grid.len() / 4 - 1))) as *const u32)
-}
-
-#[inline(always)]
 unsafe fn bytes2(lo: u64, hi: u64) -> int8x16_t {
     vcombine_s8(vcreate_s8(lo), vcreate_s8(hi))
+}
+
+/// Row `i` of an 8-byte grid as the lane bits `vcreate_s8` takes.
+#[inline(always)]
+unsafe fn g8(grid: &[u8], i: usize) -> u64 {
+    grid8(grid, i) as u64
 }
 
 /// 16 bytes from four IQ3 grid entries.
 #[inline(always)]
 unsafe fn g4x4(grid: &[u8], gi: impl Fn(usize) -> usize) -> int8x16_t {
-    let v = [g4(grid, gi(0)), g4(grid, gi(1)), g4(grid, gi(2)), g4(grid, gi(3))];
+    let v = [gi(0), gi(1), gi(2), gi(3)].map(|i| grid4(grid, i) as u32);
     vreinterpretq_s8_u32(vld1q_u32(v.as_ptr()))
 }
 
