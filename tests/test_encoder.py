@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.metadata
 import json
 import math
 import os
@@ -32,6 +33,11 @@ import tokenizers
 MODEL_DIR = Path(minilm.get_model_path())
 REF = json.loads((Path(__file__).parent / "fixtures" / "minilm_llamacpp.json").read_text())
 CACHE = Path(os.environ.get("LLAMARS_TEST_CACHE", Path.home() / ".cache" / "llamars" / "test-models"))
+# the cached conversions are named by the converter's sources and the gguf package's
+# version, so a changed converter converts again instead of reusing a stale file
+_CONVERTER = Path(__file__).parent.parent / "python" / "llamars"
+CONVERTER_KEY = hashlib.sha256(b"".join((_CONVERTER / f).read_bytes() for f in ("convert.py", "convert_io.py", "convert_vocab.py", "convert_decoder.py"))
+                               + importlib.metadata.version("gguf").encode()).hexdigest()[:12]
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +46,10 @@ def gguf_of():
     CACHE.mkdir(parents=True, exist_ok=True)
 
     def make(ty: str) -> Path:
-        out = CACHE / f"all-minilm-l6-v2-{ty}.gguf"
+        out = CACHE / f"all-minilm-l6-v2-{ty}-{CONVERTER_KEY}.gguf"
         if not out.exists():
+            for stale in CACHE.glob(f"all-minilm-l6-v2-{ty}*.gguf"):
+                stale.unlink(missing_ok=True)
             convert(MODEL_DIR, out, ty)
         return out
 
