@@ -29,6 +29,23 @@ struct Parts {
     d: f32,
 }
 
+/// IQ1_M's f16 scale, spread over the top nibbles of its four scale words.
+#[inline(always)]
+fn iq1_m_d(sc: [u16; 4]) -> f32 {
+    f16_to_f32((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000))
+}
+
+/// The f32 scale of an IQ1_S (`iq1_s`) or IQ1_M block at `b`, for the SIMD kernels.
+/// Safety: a whole block is readable at `b`.
+#[inline(always)]
+pub(crate) unsafe fn block_d(iq1_s: bool, b: *const u8) -> f32 {
+    use super::iquant::rd_u16;
+    if iq1_s {
+        return f16_to_f32(rd_u16(b) as u16);
+    }
+    iq1_m_d(core::array::from_fn(|k| rd_u16(b.add(48 + 2 * k)) as u16))
+}
+
 fn grid(i: usize) -> [i8; 8] {
     core::array::from_fn(|j| IQ1S[8 * i + j] as i8)
 }
@@ -54,7 +71,7 @@ fn parts(ty: GgmlType, b: &[u8]) -> Parts {
         // { u8 qs[32]; u8 qh[16]; u16 scales[4] }: per 8, 3 index bits and a delta sign in a
         // nibble of qh; 3-bit scales per 16; the f16 scale in the scales' top nibbles
         let sc: [u16; 4] = core::array::from_fn(|k| u16::from_le_bytes([b[48 + 2 * k], b[49 + 2 * k]]));
-        p.d = f16_to_f32((sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000));
+        p.d = iq1_m_d(sc);
         for ib in 0..8 {
             for l in 0..4 {
                 let h = (b[32 + 2 * ib + l / 2] >> (4 * (l % 2))) as usize;

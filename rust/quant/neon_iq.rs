@@ -126,14 +126,10 @@ unsafe fn chunk1<const T: u8>(b: *const u8, ib: usize) -> (int8x16_t, int8x16_t,
     (half(0), half(1), m0, m1)
 }
 
-/// The f32 scale of an IQ1_S / IQ1_M block (IQ1_M's assembled from its scale words).
+/// The f32 scale of an IQ1_S / IQ1_M block.
 #[inline(always)]
 unsafe fn d1<const T: u8>(b: *const u8) -> f32 {
-    if T == IQ1_S {
-        return fp16(b);
-    }
-    let sc = |k: usize| u16_at(b.add(48 + 2 * k)) as u16;
-    super::f16::f16_to_f32((sc(0) >> 12) | ((sc(1) >> 8) & 0x00f0) | ((sc(2) >> 4) & 0x0f00) | (sc(3) & 0xf000))
+    super::iquant1::block_d(T == IQ1_S, b)
 }
 
 /// Σ over a superblock of `mult · value · q8`, the values of chunk `c` from `chunk(c)`.
