@@ -14,7 +14,6 @@ use super::blocks::{Q8_K_BYTES, Q8_K_QS};
 use super::iquant::{grid4 as g4, grid8 as g8, rd_u16 as u16_at, rd_u32 as u32_at, IQ2S, IQ2XS, IQ2XXS, IQ3S, IQ3XXS, KSIGN_BYTES};
 use super::iquant1::IQ1S;
 use core::arch::x86_64::*;
-use core::ptr::read_unaligned;
 
 /// The 8 IQ3 grid entries `gi(0..8)` (32 magnitudes).
 #[inline(always)]
