@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_lib import run_concurrently  # noqa: E402
+from bench_lib import find_llama_server, run_concurrently  # noqa: E402
 
 PROMPTS = [
     "The capital of France is",
@@ -56,13 +55,6 @@ def bench_llamars(path: str, streams: list, n_tg: int, threads: int) -> dict:
         print(f"  llamars   {n} stream(s): {out[n]:7.1f} tok/s aggregate", file=sys.stderr, flush=True)
     eng.close()
     return out
-
-
-def find_llama_server(arg: str | None) -> str | None:
-    for c in (arg, os.environ.get("LLAMA_SERVER"), shutil.which("llama-server")):
-        if c and os.path.isfile(c) and os.access(c, os.X_OK):
-            return c
-    return None
 
 
 def free_port() -> int:

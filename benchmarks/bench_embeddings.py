@@ -24,10 +24,9 @@ import tempfile
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_lib import run_concurrently  # noqa: E402
+from bench_lib import find_llama_server, run_concurrently  # noqa: E402
 
 WORDS = ("the a retrieval index model query document answer search vector embedding local server fast small large "
          "language people water city river mountain music history science night morning green blue quickly slowly "
@@ -90,14 +89,6 @@ def run_round(base: str, texts: list, batch: int, clients: int) -> float:
     if errors:
         raise RuntimeError(f"{len(errors)} requests failed: {errors[0]}")
     return len(texts) / wall
-
-
-def find_llama_server(arg):
-    built = Path.home() / ".cache" / "llamars" / "llama-server-build" / "build" / "bin" / "llama-server"
-    for c in (arg, os.environ.get("LLAMA_SERVER"), str(built) if built.exists() else None, shutil.which("llama-server")):
-        if c and os.path.exists(c):
-            return c
-    return None
 
 
 def main() -> int:

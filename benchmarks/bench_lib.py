@@ -15,7 +15,8 @@ import threading
 import time
 from typing import List, Optional, Tuple
 
-DEFAULT_LLAMA_BENCH = os.path.expanduser("~/.cache/llamars/llama-server-build/build/bin/llama-bench")
+BUILD_BIN = os.path.expanduser("~/.cache/llamars/llama-server-build/build/bin")
+DEFAULT_LLAMA_BENCH = os.path.join(BUILD_BIN, "llama-bench")
 
 BUILD_HINT = (
     "llama-bench not found: build it with `benchmarks/build_llama_server.sh` (llama.cpp of the\n"
@@ -37,6 +38,15 @@ def find_llama_bench(flag: Optional[str]) -> Optional[str]:
             return path
         if flag and cand == flag:
             raise SystemExit(f"--llama-bench {flag}: not an executable")
+    return None
+
+
+def find_llama_server(flag: Optional[str]) -> Optional[str]:
+    """`flag`, else $LLAMA_SERVER, else the build_llama_server.sh location, else `llama-server`
+    on PATH (None if there is none)."""
+    for cand in (flag, os.environ.get("LLAMA_SERVER"), os.path.join(BUILD_BIN, "llama-server"), shutil.which("llama-server")):
+        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+            return cand
     return None
 
 

@@ -107,6 +107,25 @@ fn tiles_equal_single_row_dots_bit_for_bit() {
     let _ = covered;
 }
 
+/// Matrices larger than one row block of `drive` (`tile::ROW_BLOCK_BYTES`), several column
+/// passes: every block's outputs land in their rows, bit for bit.
+#[test]
+fn tiles_over_several_row_blocks_equal_single_row_dots() {
+    let mut rng = Rng(97);
+    for &ty in &WEIGHT_TYPES {
+        let n = if ty.block_size() == 256 { 512 } else { 640 };
+        let pad = 24;
+        let rows = super::tile::ROW_BLOCK_BYTES * 2 / (ty.row_bytes(n) + pad) + 7;
+        let (w, w_stride) = weights(ty, n, rows, pad, &mut rng, Fill::Random);
+        for (name, k, dot) in &tile_kernels(ty) {
+            for cols in [3usize, 17] {
+                let (q, qs, a, as_) = tokens(ty, k, n, cols, 0, &mut rng, false);
+                check(name, ty, k.run, *dot, n, &w, w_stride, rows, &q, qs, &a, as_, cols);
+            }
+        }
+    }
+}
+
 /// The batch-order tiles (Q4_K, Q6_K, the grid i-quants' tiled order; F32, F16 in tinyBLAS's
 /// order; `TileKernel::batch`) against the scalar batch-order dot.
 #[test]
