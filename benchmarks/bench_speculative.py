@@ -5,6 +5,7 @@ llama-server with and without the same speculation, all in one run.
 
     python benchmarks/bench_speculative.py [MODEL.gguf] [--tg 256] [--threads 2] [--rounds 3]
         [--spec-type ngram-mod] [--spec-args "--spec-ngram-simple-size-n 12"] [--llama-server PATH]
+        [--model-draft DRAFT.gguf]
 
 Four servers run side by side on loopback (llamars-server and llama-server, each with and
 without `--spec-type TYPE` plus `--spec-args`), one slot each; only one works at a
@@ -15,6 +16,10 @@ and overall the median decode tokens/s of each server, the draft acceptance
 (`draft_n_accepted / draft_n`), and the ratios: llamars speculative over llamars plain,
 and over llama-server speculative. Greedy outputs with and without speculation are
 compared (they must be equal for llamars). Progress goes to stderr.
+
+With --model-draft both speculative servers draft with that model (`--spec-type draft-simple
+-md DRAFT`); `make_bench_model.py first-layers MODEL OUT --layers N` cuts a draft with the same
+vocabulary from MODEL.
 
 The prompts: rewriting a given code file with one change, and summarising a passage
 quoting it (the output repeats long stretches of the input: what n-gram drafts are for).
@@ -105,7 +110,10 @@ def main() -> int:
     ap.add_argument("--tg", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--spec-type", default="ngram-simple", help="the --spec-type of both servers' speculative runs")
+    ap.add_argument("--spec-type", default=None,
+                    help="the --spec-type of both servers' speculative runs (default ngram-simple; draft-simple with --model-draft)")
+    ap.add_argument("--model-draft", "-md", default=None, metavar="FILE",
+                    help="a draft model for both servers' speculative runs (`make_bench_model.py first-layers` cuts one from MODEL)")
     ap.add_argument("--spec-args", default="", help="extra flags for both servers' speculative runs")
     ap.add_argument("--llama-server", default=None)
     a = ap.parse_args()
@@ -114,7 +122,8 @@ def main() -> int:
 
         a.model = str(reference_model())
     common = ["-m", a.model, "-c", "4096", "-np", "1", "-t", str(a.threads)]
-    spec = ["--spec-type", a.spec_type, *shlex.split(a.spec_args)]
+    spec_type = a.spec_type or ("draft-simple" if a.model_draft else "ngram-simple")
+    spec = ["--spec-type", spec_type, *(["-md", a.model_draft] if a.model_draft else []), *shlex.split(a.spec_args)]
     ours = [sys.executable, "-m", "llamars.cli", *common]
     sides = {"llamars": ours, "llamars+spec": ours + spec}
     binary = find_llama_server(a.llama_server)
@@ -150,8 +159,9 @@ def main() -> int:
             proc.terminate()
             proc.wait(30)
     med = {k: statistics.median(v) for k, v in rate.items()}
-    print(f"\nmodel {os.path.basename(a.model)}, {a.threads} threads, n_predict {a.tg}, greedy, {a.rounds} rounds "
-          f"(median decode tok/s; drafts accepted/drafted)")
+    print(f"\nmodel {os.path.basename(a.model)}, {a.threads} threads, n_predict {a.tg}, greedy, {a.rounds} rounds, "
+          f"--spec-type {spec_type}" + (f" -md {os.path.basename(a.model_draft)}" if a.model_draft else "")
+          + " (median decode tok/s; drafts accepted/drafted)")
     print(f"{'prompt':18}" + "".join(f"{n:>22}" for n in sides))
     for p in PROMPTS:
         cells = []

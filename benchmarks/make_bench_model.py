@@ -29,6 +29,10 @@
     python benchmarks/make_bench_model.py header MODEL.gguf HEADER.bin
     python benchmarks/make_bench_model.py like HEADER.bin OUT.gguf
 
+    # a draft model for speculative decoding from a real one: its first N layers (the same
+    # vocabulary, embeddings, output and weights, `block_count` N; an early-exit draft)
+    python benchmarks/make_bench_model.py first-layers MODEL.gguf OUT.gguf --layers N
+
 The Q4_K_M mix is llama.cpp's llama_tensor_get_type (src/llama-quant.cpp) for dense
 models: Q4_K by default; output.weight Q6_K; token_embd.weight Q4_K, or Q6_K when the
 output is tied to it (no output.weight); attn_v and ffn_down Q6_K on the "use_more_bits"
@@ -369,6 +373,36 @@ def write_like(header: str, out: str, seed: int) -> None:
     print(f"wrote {out}: the model of {header} with random weights, {end / 2**20:.0f} MiB")
 
 
+def write_first_layers(model: str, out: str, n_layer: int) -> None:
+    """`model` cut to its first `n_layer` layers: every metadata key copied (`block_count`
+    set to `n_layer`), the tensors of later layers left out."""
+    import gguf
+
+    r = gguf.GGUFReader(model)
+    f = r.fields["general.architecture"]
+    arch = bytes(f.parts[f.data[0]]).decode()
+    count_key = f"{arch}.block_count"
+    have = int(r.fields[count_key].contents())
+    if not 0 < n_layer <= have:
+        raise SystemExit(f"--layers {n_layer}: {model} has {have} layers")
+    w = gguf.GGUFWriter(out, arch)
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        value = n_layer if name == count_key else field.contents()
+        vtype = field.types[0]
+        sub = field.types[-1] if vtype == gguf.GGUFValueType.ARRAY else None
+        w.add_key_value(name, value, vtype, sub_type=sub)
+    kept = [t for t in r.tensors if not (t.name.startswith("blk.") and int(t.name.split(".")[1]) >= n_layer)]
+    for t in kept:
+        w.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)  # quantized: the (rows, bytes) shape
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file(progress=False)
+    w.close()
+    print(f"wrote {out}: the first {n_layer} of {have} layers of {model} ({len(kept)} tensors)")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -398,6 +432,10 @@ def main() -> int:
     lk.add_argument("header")
     lk.add_argument("out")
     lk.add_argument("--seed", type=int, default=0)
+    fl = sub.add_parser("first-layers", help="a real model's first N layers (a draft model)")
+    fl.add_argument("model")
+    fl.add_argument("out")
+    fl.add_argument("--layers", type=int, required=True)
     args = ap.parse_args()
     if args.cmd == "llama":
         cfg = dict(DEFAULTS, **(PRESETS[args.preset] if args.preset else {}))
@@ -415,6 +453,8 @@ def main() -> int:
         write_gpt_oss(args.out, args.layers, args.seed)
     elif args.cmd == "header":
         write_header(args.model, args.out)
+    elif args.cmd == "first-layers":
+        write_first_layers(args.model, args.out, args.layers)
     else:
         write_like(args.header, args.out, args.seed)
     return 0

@@ -12,6 +12,7 @@ use super::pool::ThreadPool;
 use crate::quant::f16::{bf16_to_f32, f32_to_bf16, round_f16};
 use crate::quant::{activation, vec_dot_type};
 use crate::kv_cache::types::{as_bytes, k_dot, k_dot_batch, load_row, KvType};
+pub use super::attention_bidir::attention_bidirectional;
 pub use super::attention_fa::KvRows;
 
 pub struct AttnShape<'a> {
@@ -33,14 +34,14 @@ impl AttnShape<'_> {
     /// A score from its dot product as llama.cpp's graph computes it: soft-capped
     /// (`ggml_scale` by 1/cap, `tanh`, `ggml_scale` by cap), then scaled inside the softmax.
     #[inline]
-    fn score(&self, dot: f32) -> f32 {
+    pub(super) fn score(&self, dot: f32) -> f32 {
         let x = if self.softcap > 0.0 { (dot * (1.0 / self.softcap)).tanh() * self.softcap } else { dot };
         x * self.scale
     }
 }
 
 #[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
+pub(super) struct SendPtr(pub(super) *mut f32);
 // SAFETY: each task writes its own (token, head) slices of the output.
 unsafe impl Send for SendPtr {}
 unsafe impl Sync for SendPtr {}
@@ -198,65 +199,3 @@ fn tiny16_values(p: &[f32], pos0: usize, rows: &[&[u16]], vd: usize, out: &mut [
         false
     }
 }
-
-/// Bidirectional attention of encoders over the batch itself, in f32 as llama.cpp's
-/// no-cache path computes it (no KV cache, no f16 roundings): every token of a sequence
-/// (`spans`: (first row, length)) sees every token of it. q, k, v: [n_tokens, heads·dim];
-/// out: [n_tokens, n_head·v_head_dim]. With ALiBi (`alibi`: a slope per head, else
-/// empty), head h adds slope_h · -|i - j| to the scaled score, as ggml's soft_max does
-/// with llama.cpp's ALiBi mask. A window (`s.window`, ModernBERT's local layers) is
-/// symmetric: keys with |i - j| > window / 2 are masked (llama.cpp's LLAMA_SWA_TYPE_SYMMETRIC).
-#[allow(clippy::too_many_arguments)]
-pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &[f32], v: &[f32], spans: &[(usize, usize)], alibi: &[f32], out: &mut [f32]) {
-    let (hd, vd) = (s.head_dim, s.v_head_dim);
-    let (kdim, vdim) = (s.n_head_kv * hd, s.n_head_kv * vd);
-    let group = s.n_head / s.n_head_kv;
-    // one task per (sequence, head): its keys transposed once, then every query's scores
-    // as FMAs across the keys (no horizontal sums), softmax, and P·V across the value lanes
-    let tasks: Vec<(usize, usize, usize)> = spans.iter().flat_map(|&(t0, n)| (0..s.n_head).map(move |h| (t0, n, h))).collect();
-    let optr = SendPtr(out.as_mut_ptr());
-    pool.run(tasks.len(), |task| {
-        #[allow(clippy::redundant_locals)]
-        let optr = optr;
-        let (t0, n, h) = tasks[task];
-        let g = h / group;
-        let slope = alibi.get(h).copied();
-        let mut kt = vec![0f32; hd * n];
-        for j in 0..n {
-            for (d, &x) in k[(t0 + j) * kdim + g * hd..][..hd].iter().enumerate() {
-                kt[d * n + j] = x;
-            }
-        }
-        let mut scores = vec![0f32; n];
-        for i in 0..n {
-            let qi = &q[(t0 + i) * s.n_head * hd + h * hd..][..hd];
-            scores.fill(0.0);
-            for (d, &qd) in qi.iter().enumerate() {
-                scores.iter_mut().zip(&kt[d * n..(d + 1) * n]).for_each(|(sc, &kk)| *sc += qd * kk);
-            }
-            for (j, sc) in scores.iter_mut().enumerate() {
-                *sc = if s.window.is_some_and(|w| i.abs_diff(j) > w / 2) {
-                    f32::NEG_INFINITY
-                } else {
-                    let x = s.score(*sc);
-                    match slope {
-                        Some(m) => x + m * -(i.abs_diff(j) as f32),
-                        None => x,
-                    }
-                };
-            }
-            softmax_ggml(&mut scores, 0, None);
-            // SAFETY: the output slice of (token t0 + i, head h) is written only by this task.
-            let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add((t0 + i) * s.n_head * vd + h * vd), vd) };
-            o.fill(0.0);
-            for (j, &p) in scores.iter().enumerate() {
-                if p == 0.0 {
-                    continue;
-                }
-                let vj = &v[(t0 + j) * vdim + g * vd..][..vd];
-                o.iter_mut().zip(vj).for_each(|(a, &b)| *a += p * b);
-            }
-        }
-    });
-}
-

@@ -1,5 +1,6 @@
 //! CPU compute: persistent thread pool, quantized matmul, norms, RoPE, activations, attention.
 pub mod attention;
+mod attention_bidir;
 pub mod attention_fa;
 #[cfg(target_arch = "x86_64")]
 mod attn_avx512;

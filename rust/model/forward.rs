@@ -5,7 +5,7 @@ use super::plan::{Buf, Step, N_BUFS};
 use super::{Activation, Head, Model, Norm};
 use crate::cpu::attention::{attention, attention_bidirectional, AttnShape, KvRows, QueryPos};
 use crate::cpu::attention_fa::flash_attention;
-use crate::cpu::ops::{add_inplace, geglu, gelu, layer_norm, rms_norm, rope_apply, rope_cache, silu, swiglu_ggml};
+use crate::cpu::ops::{add_inplace, geglu, gelu_inplace, layer_norm, rms_norm, rope_apply, rope_cache, silu, swiglu_ggml};
 use crate::cpu::{matmul_masked, Scratch, ThreadPool};
 use crate::error::{Error, Result};
 use crate::gpu::StepIo;
@@ -322,7 +322,7 @@ impl Model {
             }
             match &cls.modern {
                 Some(m) => {
-                    y.iter_mut().for_each(|v| *v = crate::cpu::ops::gelu(*v));
+                    crate::cpu::ops::gelu_inplace(&mut y);
                     if let Some(nw) = &m.norm {
                         crate::cpu::ops::layer_norm(&mut y, nw, None, self.config.norm_eps);
                     }
@@ -403,7 +403,7 @@ impl Model {
                 Step::Act { buf, act, width } => {
                     let v = &mut st.buf(buf)[..n * width];
                     match act {
-                        Activation::GeluTanh => pool.rows_mut(v, width, |r| r.iter_mut().for_each(|x| *x = gelu(*x))),
+                        Activation::GeluTanh => pool.rows_mut(v, width, gelu_inplace),
                         Activation::Silu => pool.rows_mut(v, width, |r| r.iter_mut().for_each(|x| *x = silu(*x))),
                     }
                 }
