@@ -27,16 +27,19 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
         let (t0, n, h) = tasks[task];
         let g = h / group;
         let slope = alibi.get(h).copied();
-        let mut kt = vec![0f32; hd * n];
+        // rows of `np` keys (a multiple of 8, zeros past n)
+        let np = n.next_multiple_of(8);
+        let mut kt = vec![0f32; hd * np];
         for j in 0..n {
             for (d, &x) in k[(t0 + j) * kdim + g * hd..][..hd].iter().enumerate() {
-                kt[d * n + j] = x;
+                kt[d * np + j] = x;
             }
         }
-        let mut scores = vec![0f32; n];
+        let mut padded = vec![0f32; np];
         for i in 0..n {
             let qi = &q[(t0 + i) * s.n_head * hd + h * hd..][..hd];
-            scores_into(qi, &kt, n, &mut scores);
+            scores_into(qi, &kt, np, &mut padded);
+            let scores = &mut padded[..n];
             for (j, sc) in scores.iter_mut().enumerate() {
                 *sc = if s.window.is_some_and(|w| i.abs_diff(j) > w / 2) {
                     f32::NEG_INFINITY
@@ -48,10 +51,10 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
                     }
                 };
             }
-            softmax_ggml(&mut scores, 0, None);
+            softmax_ggml(scores, 0, None);
             // SAFETY: the output slice of (token t0 + i, head h) is written only by this task.
             let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add((t0 + i) * s.n_head * vd + h * vd), vd) };
-            pv_into(&scores, &v[t0 * vdim + g * vd..], vdim, o);
+            pv_into(scores, &v[t0 * vdim + g * vd..], vdim, o);
         }
     });
 }
@@ -105,16 +108,90 @@ fn pv_body(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
     }
 }
 
+/// [`scores_body`] with the sums of up to 64 keys held in registers across d (`n` a
+/// multiple of 8).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn scores_fma(q: &[f32], kt: &[f32], n: usize, out: &mut [f32]) {
-    scores_body(q, kt, n, out)
+    if n % 8 != 0 || kt.len() < q.len() * n || out.len() < n {
+        return scores_body(q, kt, n, out);
+    }
+    let mut j0 = 0;
+    while j0 < n {
+        match (n - j0) / 8 {
+            1 => scores_chunk::<1>(q, kt, n, j0, out),
+            2 => scores_chunk::<2>(q, kt, n, j0, out),
+            3 => scores_chunk::<3>(q, kt, n, j0, out),
+            4 => scores_chunk::<4>(q, kt, n, j0, out),
+            5 => scores_chunk::<5>(q, kt, n, j0, out),
+            6 => scores_chunk::<6>(q, kt, n, j0, out),
+            7 => scores_chunk::<7>(q, kt, n, j0, out),
+            _ => scores_chunk::<8>(q, kt, n, j0, out),
+        }
+        j0 += 64.min(n - j0);
+    }
 }
 
+/// Keys j0 .. j0 + 8K. Caller: AVX2 + FMA; kt holds q.len() rows of n ≥ j0 + 8K; out too.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scores_chunk<const K: usize>(q: &[f32], kt: &[f32], n: usize, j0: usize, out: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); K];
+    for (d, &qd) in q.iter().enumerate() {
+        let (qv, row) = (_mm256_set1_ps(qd), kt.as_ptr().add(d * n + j0));
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(row.add(8 * k)), *a);
+        }
+    }
+    for (k, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(out.as_mut_ptr().add(j0 + 8 * k), *a);
+    }
+}
+
+/// [`pv_body`] with up to 64 value lanes held in registers across the keys (`o.len()` a
+/// multiple of 8).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn pv_fma(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
-    pv_body(p, v, stride, o)
+    let vd = o.len();
+    if vd % 8 != 0 || (!p.is_empty() && v.len() < (p.len() - 1) * stride + vd) {
+        return pv_body(p, v, stride, o);
+    }
+    let mut e0 = 0;
+    while e0 < vd {
+        match (vd - e0) / 8 {
+            1 => pv_chunk::<1>(p, v, stride, e0, o),
+            2 => pv_chunk::<2>(p, v, stride, e0, o),
+            3 => pv_chunk::<3>(p, v, stride, e0, o),
+            4 => pv_chunk::<4>(p, v, stride, e0, o),
+            5 => pv_chunk::<5>(p, v, stride, e0, o),
+            6 => pv_chunk::<6>(p, v, stride, e0, o),
+            7 => pv_chunk::<7>(p, v, stride, e0, o),
+            _ => pv_chunk::<8>(p, v, stride, e0, o),
+        }
+        e0 += 64.min(vd - e0);
+    }
+}
+
+/// Value lanes e0 .. e0 + 8K. Caller: AVX2 + FMA; every key's row holds e0 + 8K values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pv_chunk<const K: usize>(p: &[f32], v: &[f32], stride: usize, e0: usize, o: &mut [f32]) {
+    use core::arch::x86_64::*;
+    let mut acc = [_mm256_setzero_ps(); K];
+    for (j, &pj) in p.iter().enumerate() {
+        if pj == 0.0 {
+            continue;
+        }
+        let (pv, row) = (_mm256_set1_ps(pj), v.as_ptr().add(j * stride + e0));
+        for (k, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(8 * k)), *a);
+        }
+    }
+    for (k, a) in acc.iter().enumerate() {
+        _mm256_storeu_ps(o.as_mut_ptr().add(e0 + 8 * k), *a);
+    }
 }
 
 #[cfg(test)]
@@ -130,7 +207,7 @@ mod tests {
             seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             ((seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
         };
-        for (hd, n, vd) in [(32usize, 7usize, 32usize), (64, 33, 64), (8, 1, 24)] {
+        for (hd, n, vd) in [(32usize, 7usize, 32usize), (64, 33, 64), (8, 1, 24), (32, 72, 96), (16, 136, 40), (24, 16, 8)] {
             let q: Vec<f32> = (0..hd).map(|_| r()).collect();
             let kt: Vec<f32> = (0..hd * n).map(|_| r()).collect();
             let mut plain = vec![0f32; n];
