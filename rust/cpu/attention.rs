@@ -9,9 +9,11 @@
 //! AVX-512 an f16 cache's batch order runs through `attn_avx512.rs` (the same bits).
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
-use crate::quant::f16::{bf16_to_f32, f32_to_bf16, round_f16};
+use crate::quant::f16::{bf16_to_f32, f16_to_f32, f32_to_bf16, round_f16};
 use crate::quant::{activation, vec_dot_type};
 use crate::kv_cache::types::{as_bytes, k_dot, k_dot_batch, load_row, KvType};
+#[cfg(target_arch = "x86_64")]
+use super::attn_avx512::VCols as Columns;
 pub use super::attention_bidir::attention_bidirectional;
 pub use super::attention_fa::KvRows;
 
@@ -77,13 +79,14 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
     let qt = vec_dot_type(kt.ggml());
     let group = s.n_head / s.n_head_kv;
     let wide = tiny16_wide();
+    let cols = if vt == KvType::F16 && wide && vd % 16 == 0 { value_columns(s, kv, queries) } else { Vec::new() };
     let optr = SendPtr(out.as_mut_ptr());
     pool.run(n_tokens * s.n_head_kv, |task| {
         // the whole wrapper (Sync), not its raw pointer field (edition-2021 closures capture fields)
         #[allow(clippy::redundant_locals)]
         let optr = optr;
         let (t, g) = (task / s.n_head_kv, task % s.n_head_kv);
-        let QueryPos { slot, pos, ring_lo, batch_order } = queries[t];
+        let QueryPos { slot, pos, batch_order, .. } = queries[t];
         // the orders of ggml's two f16 matmuls (tinyBLAS needs k % 16 == 0 and m % 4 == 0)
         let kq_order = if batch_order && hd % 16 == 0 { Order::Tiny16 } else { Order::Vec64 };
         let kqv_order = match (batch_order && vd % 4 == 0, vt) {
@@ -93,11 +96,7 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         };
         let kdot = if kq_order == Order::Tiny16 { k_dot_batch(kt) } else { k_dot(kt) };
         let row = |j: usize| slot * cap + j % cap;
-        let start = match s.window {
-            Some(w) if w > 0 => (pos + 1).saturating_sub(w),
-            _ => 0,
-        };
-        let start = if ring { start.max(ring_lo.min(pos)) } else { start };
+        let start = key_start(s, &queries[t], ring);
         let n_keys = pos + 1 - start;
         // Q of the group's heads, rounded to f16 (ggml converts Q to K's type)   [group, hd]
         let h0 = g * group;
@@ -144,6 +143,14 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         let mut vf = vec![0f32; if vt == KvType::F16 { 0 } else { vd }];
         // SAFETY: the output slices of (t, heads h0..h0+group) are written only by this task.
         let o = unsafe { std::slice::from_raw_parts_mut(optr.0.add(t * s.n_head * vd + h0 * vd), group * vd) };
+        if kqv_order == Order::Tiny16 {
+            // the batch's V columns of this slot and group (`value_columns`)
+            if let Some((_, c)) = cols.iter().find(|(sl, _)| *sl == slot) {
+                if (0..group).all(|hh| pv_columns(&scores[hh * n_keys..(hh + 1) * n_keys], start, &c[g], vd, &mut o[hh * vd..(hh + 1) * vd])) {
+                    return;
+                }
+            }
+        }
         if vt == KvType::F16 && kqv_order == Order::Tiny16 && wide && vd % 16 == 0 {
             // the group's V rows, gathered once for all its heads
             let rows: Vec<&[u16]> = (start..=pos).map(|j| &v[row(j) * vdim + v_off..][..v_len]).collect();
@@ -171,6 +178,83 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
             }
         });
     });
+}
+
+/// The first key position query `q` sees (its window, and on a ring what the ring still holds).
+fn key_start(s: &AttnShape, q: &QueryPos, ring: bool) -> usize {
+    let start = match s.window {
+        Some(w) if w > 0 => (q.pos + 1).saturating_sub(w),
+        _ => 0,
+    };
+    if ring {
+        start.max(q.ring_lo.min(q.pos))
+    } else {
+        start
+    }
+}
+
+/// Most bytes of f32 value columns one attention call builds (past it, P·V widens the f16
+/// rows per query as before).
+const COLUMN_BYTES: usize = 64 << 20;
+
+/// For each slot with at least two batch-order queries (an f16 V cache, AVX-512): its KV
+/// groups' V rows over the keys those queries see, widened to f32 and transposed once
+/// (`attn_avx512::VCols`) for all of them, instead of once per query and head.
+fn value_columns(s: &AttnShape, kv: &KvRows, queries: &[QueryPos]) -> Vec<(usize, Vec<Columns>)> {
+    let mut spans: Vec<(usize, usize, usize, usize)> = Vec::new(); // slot, lowest key, highest, queries
+    for q in queries.iter().filter(|q| q.batch_order && s.v_head_dim % 4 == 0) {
+        let lo = key_start(s, q, kv.ring);
+        match spans.iter_mut().find(|x| x.0 == q.slot) {
+            Some(x) => *x = (x.0, x.1.min(lo), x.2.max(q.pos), x.3 + 1),
+            None => spans.push((q.slot, lo, q.pos, 1)),
+        }
+    }
+    let vd = s.v_head_dim;
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for (slot, lo, hi, n) in spans {
+        let j0 = lo - lo % 16;
+        let width = (hi + 1 - j0).next_multiple_of(16);
+        if n < 2 || bytes + width * vd * s.n_head_kv * 4 > COLUMN_BYTES {
+            continue;
+        }
+        bytes += width * vd * s.n_head_kv * 4;
+        let groups = (0..s.n_head_kv)
+            .map(|g| {
+                let mut data = vec![0f32; vd * width];
+                for j in lo..=hi {
+                    let r = &kv.v[(slot * kv.cap + j % kv.cap) * kv.v_units + g * vd..][..vd];
+                    for (e, &h) in r.iter().enumerate() {
+                        data[e * width + j - j0] = f16_to_f32(h);
+                    }
+                }
+                Columns::new(j0, width, data)
+            })
+            .collect();
+        out.push((slot, groups));
+    }
+    out
+}
+
+/// Without the AVX-512 kernels no columns are built; the type only keeps the signatures.
+#[cfg(not(target_arch = "x86_64"))]
+struct Columns;
+#[cfg(not(target_arch = "x86_64"))]
+impl Columns {
+    fn new(_: usize, _: usize, _: Vec<f32>) -> Columns {
+        Columns
+    }
+}
+
+/// P·V of one head from the batch's value columns (false: not applicable, nothing written).
+fn pv_columns(p: &[f32], pos0: usize, cols: &Columns, vd: usize, out: &mut [f32]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::attn_avx512::pv_cols(p, pos0, cols, vd, out);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (p, pos0, cols, vd, out);
+        false
+    }
 }
 
 /// Whether the batch order's AVX-512 kernels (`attn_avx512.rs`) run on this machine.

@@ -163,6 +163,77 @@ pub fn pv_tiny16(p: &[f32], pos0: usize, rows: &[&[u16]], vd: usize, out: &mut [
     true
 }
 
+/// The V rows of one KV group as f32 columns for a batch's queries: value e of the key at
+/// position j is `data[e * width + (j - j0)]` (j0 a multiple of 16; `width` a multiple of 16;
+/// zeros where no key was written), so P·V runs over 16 keys per FMA with the values already
+/// widened (built once per layer call and shared by every query of the batch).
+pub struct VCols {
+    pub j0: usize,
+    pub width: usize,
+    pub data: Vec<f32>,
+}
+
+impl VCols {
+    pub fn new(j0: usize, width: usize, data: Vec<f32>) -> VCols {
+        VCols { j0, width, data }
+    }
+}
+
+/// `pv_tiny16` over [`VCols`]: the same chains (lane `j % 16` of each value, keys with
+/// `p == 0` skipped) and the same `reduce16`, bit for bit. False (nothing written) where it
+/// does not apply: not AVX-512, `vd` not a multiple of 16, keys outside the columns, or a
+/// short buffer.
+pub fn pv_cols(p: &[f32], pos0: usize, cols: &VCols, vd: usize, out: &mut [f32]) -> bool {
+    let end = pos0 + p.len();
+    if isa() != Isa::Avx512 || vd % 16 != 0 || p.is_empty() || out.len() < vd || pos0 < cols.j0 || end > cols.j0 + cols.width || cols.width % 16 != 0 || cols.data.len() < vd * cols.width {
+        return false;
+    }
+    // probabilities in groups of 16 keys at positions aligned to 16, zeros outside the span
+    let b0 = pos0 - pos0 % 16;
+    let mut pg = vec![0f32; (end - b0).next_multiple_of(16)];
+    pg[pos0 - b0..end - b0].copy_from_slice(p);
+    for eb in (0..vd).step_by(16) {
+        // SAFETY: AVX-512 checked; every column read lies in `data` (b0 ≥ j0 and b0 + pg.len()
+        // ≤ j0 + width, both multiples of 16; eb + 16 ≤ vd), `out` holds vd values.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(eb), pv_cols_slice(&pg, cols.data.as_ptr().add(eb * cols.width + (b0 - cols.j0)), cols.width)) };
+    }
+    true
+}
+
+/// One 16-value slice: `acc[i]` holds value i's 16 key lanes over all groups, then each
+/// value's `reduce16` (lanes l + l+8, then + 4, + 2, + 1: `reduce16`'s order) for all 16
+/// values at once, returned in value order.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+unsafe fn pv_cols_slice(pg: &[f32], col: *const f32, width: usize) -> __m512 {
+    let mut acc = [_mm512_setzero_ps(); 16];
+    for (g, c) in pg.chunks_exact(16).enumerate() {
+        let pv = _mm512_loadu_ps(c.as_ptr());
+        let keep = _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(pv, _mm512_setzero_ps());
+        let base = col.add(16 * g);
+        for (i, a) in acc.iter_mut().enumerate() {
+            *a = _mm512_mask3_fmadd_ps(pv, _mm512_loadu_ps(base.add(i * width)), *a, keep);
+        }
+    }
+    // lanes k + k+8 (two values per vector)
+    let s1: [__m512; 8] = core::array::from_fn(|m| {
+        let (a, b) = (acc[2 * m], acc[2 * m + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0b01_00_01_00>(a, b), _mm512_shuffle_f32x4::<0b11_10_11_10>(a, b))
+    });
+    // + 4 (four values per vector, one per 128-bit quarter)
+    let s2: [__m512; 4] = core::array::from_fn(|m| {
+        let (a, b) = (s1[2 * m], s1[2 * m + 1]);
+        _mm512_add_ps(_mm512_shuffle_f32x4::<0b10_00_10_00>(a, b), _mm512_shuffle_f32x4::<0b11_01_11_01>(a, b))
+    });
+    // + 2, then + 1
+    let s3: [__m512; 2] = core::array::from_fn(|m| {
+        let (a, b) = (s2[2 * m], s2[2 * m + 1]);
+        _mm512_add_ps(_mm512_shuffle_ps::<0b01_00_01_00>(a, b), _mm512_shuffle_ps::<0b11_10_11_10>(a, b))
+    });
+    let s4 = _mm512_add_ps(_mm512_shuffle_ps::<0b10_00_10_00>(s3[0], s3[1]), _mm512_shuffle_ps::<0b11_01_11_01>(s3[0], s3[1]));
+    // lane l holds value [0, 4, 8, 12, 1, 5, ...][l]: back to value order
+    _mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), s4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -198,6 +269,12 @@ mod tests {
                 }
             }
             let p: Vec<f32> = (0..n).map(|i| if i % 7 == 3 { 0.0 } else { round_f16(rng(&mut s).abs()) }).collect();
+            // an infinite value under a zero probability is skipped, not multiplied
+            let mut keys = keys.clone();
+            if n > 3 {
+                keys[3][5] = 0x7C00;
+            }
+            let kr: Vec<&[u16]> = keys.iter().map(|k| &k[..]).collect();
             let mut got = vec![0f32; d];
             assert!(pv_tiny16(&p, pos0, &kr, d, &mut got));
             let mut want = vec![0f32; d];
@@ -212,6 +289,23 @@ mod tests {
             });
             for e in 0..d {
                 assert_eq!(got[e].to_bits(), want[e].to_bits(), "pv d={d} value {e}");
+            }
+            // the same from f32 columns starting below the keys and ending past them
+            let j0 = pos0 - pos0 % 16 - if pos0 >= 16 { 16 } else { 0 };
+            let width = (pos0 + n + 5 - j0).next_multiple_of(16);
+            let mut data = vec![f32::NAN; d * width];
+            for (i, k) in keys.iter().enumerate() {
+                for e in 0..d {
+                    data[e * width + pos0 + i - j0] = crate::quant::f16::f16_to_f32(k[e]);
+                }
+            }
+            // columns no key was written to hold zeros, as `value_columns` leaves them
+            data.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = 0.0);
+            let cols = VCols { j0, width, data };
+            let mut got = vec![0f32; d];
+            assert!(pv_cols(&p, pos0, &cols, d, &mut got));
+            for e in 0..d {
+                assert_eq!(got[e].to_bits(), want[e].to_bits(), "pv from columns d={d} value {e}");
             }
         }
     }
