@@ -9,7 +9,7 @@
 //! AVX-512 an f16 cache's batch order runs through `attn_avx512.rs` (the same bits).
 use super::f16vec::{dot_f16_rows, softmax_ggml, Lanes, Order};
 use super::pool::ThreadPool;
-use crate::quant::f16::{bf16_to_f32, f16_to_f32, f32_to_bf16, round_f16};
+use crate::quant::f16::{bf16_to_f32, f16_to_f32, f32_to_bf16, round_f16_slice};
 use crate::quant::{activation, vec_dot_type};
 use crate::kv_cache::types::{as_bytes, k_dot, k_dot_batch, load_row, KvType};
 #[cfg(target_arch = "x86_64")]
@@ -105,7 +105,8 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         let mut scores = vec![0f32; group * n_keys];
         let mut dots = vec![0f32; group];
         if kt == KvType::F16 {
-            let qh: Vec<f32> = qrow.iter().map(|&x| round_f16(x)).collect();
+            let mut qh = qrow.to_vec();
+            round_f16_slice(&mut qh);
             let fast = kq_order == Order::Tiny16 && wide && hd % 16 == 0 && {
                 let keys: Vec<&[u16]> = (start..=pos).map(|j| &k[row(j) * kdim + g * hd..][..hd]).collect();
                 tiny16_keys(&qh, group, hd, &keys, &mut scores)
@@ -134,7 +135,7 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
             let sc = &mut scores[hh * n_keys..(hh + 1) * n_keys];
             softmax_ggml(sc, start, s.sinks.map(|k| k[h0 + hh]));
             match vt {
-                KvType::F16 => sc.iter_mut().for_each(|p| *p = round_f16(*p)),
+                KvType::F16 => round_f16_slice(sc),
                 KvType::BF16 => sc.iter_mut().for_each(|p| *p = bf16_to_f32(f32_to_bf16(*p))),
                 _ => {}
             }
