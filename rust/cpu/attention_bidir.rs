@@ -118,19 +118,29 @@ unsafe fn scores_fma(q: &[f32], kt: &[f32], n: usize, out: &mut [f32]) {
     }
     let mut j0 = 0;
     while j0 < n {
-        match (n - j0) / 8 {
-            1 => scores_chunk::<1>(q, kt, n, j0, out),
-            2 => scores_chunk::<2>(q, kt, n, j0, out),
-            3 => scores_chunk::<3>(q, kt, n, j0, out),
-            4 => scores_chunk::<4>(q, kt, n, j0, out),
-            5 => scores_chunk::<5>(q, kt, n, j0, out),
-            6 => scores_chunk::<6>(q, kt, n, j0, out),
-            7 => scores_chunk::<7>(q, kt, n, j0, out),
-            _ => scores_chunk::<8>(q, kt, n, j0, out),
-        }
+        by_eights!((n - j0) / 8, scores_chunk(q, kt, n, j0, out));
         j0 += 64.min(n - j0);
     }
 }
+
+/// `f::<K>(args)` for K = `eights` vectors of 8 lanes, at most 8.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_eights {
+    ($eights:expr, $f:ident($($a:expr),*)) => {
+        match $eights {
+            1 => $f::<1>($($a),*),
+            2 => $f::<2>($($a),*),
+            3 => $f::<3>($($a),*),
+            4 => $f::<4>($($a),*),
+            5 => $f::<5>($($a),*),
+            6 => $f::<6>($($a),*),
+            7 => $f::<7>($($a),*),
+            _ => $f::<8>($($a),*),
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+use by_eights;
 
 /// Keys j0 .. j0 + 8K. Caller: AVX2 + FMA; kt holds q.len() rows of n ≥ j0 + 8K; out too.
 #[cfg(target_arch = "x86_64")]
@@ -160,16 +170,7 @@ unsafe fn pv_fma(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
     }
     let mut e0 = 0;
     while e0 < vd {
-        match (vd - e0) / 8 {
-            1 => pv_chunk::<1>(p, v, stride, e0, o),
-            2 => pv_chunk::<2>(p, v, stride, e0, o),
-            3 => pv_chunk::<3>(p, v, stride, e0, o),
-            4 => pv_chunk::<4>(p, v, stride, e0, o),
-            5 => pv_chunk::<5>(p, v, stride, e0, o),
-            6 => pv_chunk::<6>(p, v, stride, e0, o),
-            7 => pv_chunk::<7>(p, v, stride, e0, o),
-            _ => pv_chunk::<8>(p, v, stride, e0, o),
-        }
+        by_eights!((vd - e0) / 8, pv_chunk(p, v, stride, e0, o));
         e0 += 64.min(vd - e0);
     }
 }
