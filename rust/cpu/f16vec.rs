@@ -12,6 +12,7 @@
 //! Every function has a scalar body; on x86-64 with AVX2+FMA+F16C the same operations run
 //! 8 wide (bit-identical: FMA and single adds in the same association).
 use crate::quant::f16::f16_to_f32;
+#[cfg(target_arch = "x86_64")]
 use crate::quant::{isa, Isa};
 
 /// Lanes of the FMA chains: tinyBLAS (batches) or `ggml_vec_dot_f16` / `_f32` (one token),

@@ -5,6 +5,7 @@
 //! lanes at a time; the scalar ones are their reference.
 use crate::quant::f16::{f16_to_f32, f32_to_f16};
 
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn simd() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -24,6 +25,7 @@ fn simd() -> bool {
 /// y = f16(fma(x, v, y)) over f16 vectors.
 pub fn mad_f16(y: &mut [u16], x: &[u16], v: f32) {
     let n = y.len().min(x.len());
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     if simd() {
@@ -37,6 +39,7 @@ pub fn mad_f16(y: &mut [u16], x: &[u16], v: f32) {
 
 /// y = f16(y·s) over an f16 vector.
 pub fn scale_f16(y: &mut [u16], s: f32) {
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     if simd() {
@@ -51,6 +54,7 @@ pub fn scale_f16(y: &mut [u16], s: f32) {
 /// y = fma(x, v, y) over f32 vectors.
 pub fn mad_f32(y: &mut [f32], x: &[f32], v: f32) {
     let n = y.len().min(x.len());
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut i = 0;
     #[cfg(target_arch = "x86_64")]
     if simd() {

@@ -75,11 +75,10 @@ pub fn gelu(x: f32) -> f32 {
 /// x = gelu(x) for every element ([`gelu`]; on x86 with F16C the f16 rounding of 8 values
 /// at a time by `vcvtps2ph`, the same round-to-nearest-even as `f32_to_f16`).
 pub fn gelu_inplace(x: &mut [f32]) {
-    let t = gelu_table();
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("f16c") {
-        // SAFETY: AVX2 and F16C checked; `t` has an entry for every u16.
-        return unsafe { gelu_f16c(x, t) };
+        // SAFETY: AVX2 and F16C checked; the table has an entry for every u16.
+        return unsafe { gelu_f16c(x, gelu_table()) };
     }
     x.iter_mut().for_each(|v| *v = gelu(*v));
 }

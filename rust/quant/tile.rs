@@ -29,6 +29,8 @@
 //! AVX-512 machines without VNNI use the AVX2 tiles for the 32-element types (as their `DotFn`
 //! does). Other types and ISAs have no tile kernel (`tile_kernel` is `None`): loop over the
 //! `DotFn` / `DotRowsFn`.
+// the register-tile driver serves the x86 kernels only
+#![cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 use super::dispatch::Isa;
 use super::GgmlType;
 
