@@ -1,6 +1,6 @@
-//! AVX2 (+FMA, F16C) dot kernels for every supported weight type: dispatch, safe wrappers,
-//! shared helpers and the float types here; `avx2_q.rs` (32-element block types) and
-//! `avx2_k.rs` (K-quants, IQ4_XS) hold the quantized kernels.
+//! AVX2 (+FMA, F16C) dot kernels for every supported weight type: dispatch, safe wrappers and
+//! shared helpers here; `avx2_q.rs` (32-element block types), `avx2_k.rs` (K-quants, IQ4_XS)
+//! and `avx2_float.rs` (F32, F16, BF16) hold the kernels.
 //!
 //! The integer parts follow ggml-cpu/arch/x86/quants.c: unsigned×signed byte products with
 //! `_mm256_maddubs_epi16` (sign tricks where both sides are signed), pairs summed with
@@ -13,6 +13,7 @@
 //! and [`dot_rows`], which check the CPU first, and from `avx512.rs` (whose callers checked
 //! a superset).
 use super::blocks::*;
+use super::avx2_float::*;
 use super::avx2_k::*;
 use super::avx2_q::*;
 use super::avx2_iq::*;
@@ -461,99 +462,6 @@ pub(super) unsafe fn nl4_values(p: *const u8, table: &[i8; 16]) -> __m256i {
     )
 }
 
-// ---------------------------------------------------------------- float types
-
-/// [`scalar::dot_float_ggml`]'s order with 8-lane registers (lanes 0..8 and 8..16 of each
-/// 16-lane chain side by side), for F32 or (`F16`) F16 rows, one token's order or (`TINY`)
-/// the batch order.
-///
-/// [`scalar::dot_float_ggml`]: super::scalar::dot_float_ggml
-#[inline(always)]
-unsafe fn float_ggml<const F16: bool, const TINY: bool>(n: usize, w: *const u8, a: *const u8) -> f32 {
-    let (ld, el) = (ld_float8::<F16>, ld_float::<F16>);
-    if TINY && n % 16 == 0 {
-        let mut acc = [_mm256_setzero_ps(); 2];
-        let mut i = 0;
-        while i < n {
-            acc[0] = _mm256_fmadd_ps(ld(w, i), ld(a, i), acc[0]);
-            acc[1] = _mm256_fmadd_ps(ld(w, i + 8), ld(a, i + 8), acc[1]);
-            i += 16;
-        }
-        let mut l = [0f32; 16];
-        _mm256_storeu_ps(l.as_mut_ptr(), acc[0]);
-        _mm256_storeu_ps(l.as_mut_ptr().add(8), acc[1]);
-        return super::scalar::reduce16(&l);
-    }
-    let np = n / 64 * 64;
-    let mut acc = [_mm256_setzero_ps(); 8];
-    let mut i = 0;
-    while i < np {
-        for (k, s) in acc.iter_mut().enumerate() {
-            *s = _mm256_fmadd_ps(ld(w, i + 8 * k), ld(a, i + 8 * k), *s);
-        }
-        i += 64;
-    }
-    let mut l = [0f32; 64];
-    for (k, s) in acc.iter().enumerate() {
-        _mm256_storeu_ps(l.as_mut_ptr().add(8 * k), *s);
-    }
-    let r = super::scalar::reduce64(&l);
-    if F16 {
-        // ggml_vec_dot_f16 adds the rest in f64, ggml_vec_dot_f32 in f32
-        let mut s = r as f64;
-        for i in np..n {
-            s += (el(w, i) * el(a, i)) as f64;
-        }
-        s as f32
-    } else {
-        let mut s = r;
-        for i in np..n {
-            s += el(w, i) * el(a, i);
-        }
-        s
-    }
-}
-
-/// Elements i..i+8 of an F32 / (`F16`) F16 row as f32 (no closures: a closure does not
-/// inherit its caller's target features).
-#[inline(always)]
-unsafe fn ld_float8<const F16: bool>(p: *const u8, i: usize) -> __m256 {
-    if F16 {
-        _mm256_cvtph_ps(load128(p.add(2 * i)))
-    } else {
-        _mm256_loadu_ps((p as *const f32).add(i))
-    }
-}
-
-#[inline(always)]
-unsafe fn ld_float<const F16: bool>(p: *const u8, i: usize) -> f32 {
-    if F16 {
-        fp16(p.add(2 * i))
-    } else {
-        read_unaligned((p as *const f32).add(i))
-    }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f32_f32(n: usize, w: *const u8, a: *const u8) -> f32 {
-    float_ggml::<false, false>(n, w, a)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_f16(n: usize, w: *const u8, a: *const u8) -> f32 {
-    float_ggml::<true, false>(n, w, a)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f32_f32_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
-    float_ggml::<false, true>(n, w, a)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn f16_f16_tiny(n: usize, w: *const u8, a: *const u8) -> f32 {
-    float_ggml::<true, true>(n, w, a)
-}
-
 /// The AVX2 kernel in llama.cpp's batch order for `ty` (F32, F16: tinyBLAS; Q2_K: its repacked
 /// gemm; Q3_K, Q5_K, IQ4_XS: the tiled K-quant kernel), or `None`.
 pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
@@ -576,37 +484,4 @@ pub(super) fn dot_batch(ty: GgmlType) -> Option<DotFn> {
         GgmlType::IQ1_M => Some(dot_iq1_m_tiled),
         _ => None,
     }
-}
-
-#[inline(always)]
-unsafe fn ld_bf16x8(p: *const u8) -> __m256 {
-    _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(load128(p))))
-}
-
-#[inline(always)]
-unsafe fn bf16(p: *const u8) -> f32 {
-    f32::from_bits((read_unaligned(p as *const u16) as u32) << 16)
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bf16_bf16(n: usize, w: *const u8, a: *const u8) -> f32 {
-    let mut acc = [_mm256_setzero_ps(); 4];
-    let mut i = 0;
-    while i + 32 <= n {
-        for (k, s) in acc.iter_mut().enumerate() {
-            let o = 2 * (i + 8 * k);
-            *s = _mm256_fmadd_ps(ld_bf16x8(w.add(o)), ld_bf16x8(a.add(o)), *s);
-        }
-        i += 32;
-    }
-    while i + 8 <= n {
-        acc[0] = _mm256_fmadd_ps(ld_bf16x8(w.add(2 * i)), ld_bf16x8(a.add(2 * i)), acc[0]);
-        i += 8;
-    }
-    let mut sum = hsum_f32x8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
-    while i < n {
-        sum += bf16(w.add(2 * i)) * bf16(a.add(2 * i));
-        i += 1;
-    }
-    sum
 }

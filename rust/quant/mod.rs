@@ -16,7 +16,7 @@
 //! | ISA      | files                        | types |
 //! |----------|------------------------------|-------|
 //! | scalar   | scalar.rs, scalar_k.rs       | all supported types |
-//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs | all supported types (AVX2 + FMA + F16C) |
+//! | avx2     | avx2.rs, avx2_q.rs, avx2_k.rs, avx2_tq.rs, avx2_iq.rs, avx2_float.rs | all supported types (AVX2 + FMA + F16C) |
 //! | avx512   | avx512.rs                    | Q4_K, Q6_K (512-bit, plain or VNNI); with avx512vnni also Q8_0, Q5_0, Q4_0, Q4_1, Q5_1, IQ4_NL (256-bit `vpdpbusd`); every other type: the AVX2 kernel |
 //! | neon     | neon.rs, neon_iq.rs          | Q8_0, Q5_0, Q4_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4, the grid i-quants, TQ1_0, TQ2_0 (baseline aarch64 NEON); others scalar |
 //!
@@ -48,6 +48,8 @@ mod activation_avx512;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
+#[cfg(target_arch = "x86_64")]
+mod avx2_float;
 #[cfg(target_arch = "x86_64")]
 mod avx2_q;
 #[cfg(target_arch = "x86_64")]
