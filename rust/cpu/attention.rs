@@ -147,7 +147,8 @@ pub fn attention(pool: &ThreadPool, s: &AttnShape, q: &[f32], kv: &KvRows, queri
         if kqv_order == Order::Tiny16 {
             // the batch's V columns of this slot and group (`value_columns`)
             if let Some((_, c)) = cols.iter().find(|(sl, _)| *sl == slot) {
-                if (0..group).all(|hh| pv_columns(&scores[hh * n_keys..(hh + 1) * n_keys], start, &c[g], vd, &mut o[hh * vd..(hh + 1) * vd])) {
+                let mut pg = Vec::new();
+                if (0..group).all(|hh| pv_columns(&scores[hh * n_keys..(hh + 1) * n_keys], start, &c[g], vd, &mut o[hh * vd..(hh + 1) * vd], &mut pg)) {
                     return;
                 }
             }
@@ -248,12 +249,12 @@ impl Columns {
 }
 
 /// P·V of one head from the batch's value columns (false: not applicable, nothing written).
-fn pv_columns(p: &[f32], pos0: usize, cols: &Columns, vd: usize, out: &mut [f32]) -> bool {
+fn pv_columns(p: &[f32], pos0: usize, cols: &Columns, vd: usize, out: &mut [f32], scratch: &mut Vec<f32>) -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::attn_avx512::pv_cols(p, pos0, cols, vd, out);
+    return super::attn_avx512::pv_cols(p, pos0, cols, vd, out, scratch);
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let _ = (p, pos0, cols, vd, out);
+        let _ = (p, pos0, cols, vd, out, scratch);
         false
     }
 }

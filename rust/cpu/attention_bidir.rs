@@ -1,9 +1,9 @@
 //! Bidirectional attention of encoders over the batch itself, in f32 as llama.cpp's no-cache
 //! path computes it (no KV cache, no f16 roundings). One task per (sequence, head): its keys
 //! transposed once, then per query the scores as FMA chains across the keys (no horizontal
-//! sums), ggml's softmax, and P·V as FMA chains across the value lanes. On x86 the two loops
-//! run in an AVX2 + FMA build of the same code (elsewhere the plain build; `mul_add` is
-//! fused either way, so every ISA computes the same bits).
+//! sums), ggml's softmax, and P·V as FMA chains across the value lanes: both one weighted sum
+//! of rows (`weighted_rows`), on x86 with AVX2 + FMA its sums held in registers (elsewhere the
+//! plain loop; `mul_add` is fused either way, so every ISA computes the same bits).
 use super::attention::{AttnShape, SendPtr};
 use super::f16vec::softmax_ggml;
 use super::pool::ThreadPool;
@@ -61,23 +61,43 @@ pub fn attention_bidirectional(pool: &ThreadPool, s: &AttnShape, q: &[f32], k: &
 
 /// `out[j] = Σ_d q[d]·kt[d·n + j]` for `j < n`, each an FMA chain over d in order.
 fn scores_into(q: &[f32], kt: &[f32], n: usize, out: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: AVX2 and FMA checked.
-        return unsafe { scores_fma(q, kt, n, out) };
-    }
-    scores_body(q, kt, n, out)
+    weighted_rows::<false>(q, kt, n, &mut out[..n])
 }
 
 /// `o[e] = Σ_j p[j]·v[j·stride + e]`, each an FMA chain over the keys in order (zero
 /// probabilities skipped, as a masked key reads no value).
 fn pv_into(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
+    weighted_rows::<true>(p, v, stride, o)
+}
+
+/// `out[c] = Σ_i w[i]·rows[i·stride + c]` for every c < out.len(), each an FMA chain over i
+/// in order (`SKIP_ZERO`: terms with w[i] == 0 left out). On x86 with AVX2 + FMA the sums of
+/// up to 64 lanes stay in registers across i; the plain loop computes the same chains.
+fn weighted_rows<const SKIP_ZERO: bool>(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: AVX2 and FMA checked.
-        return unsafe { pv_fma(p, v, stride, o) };
+    let width = out.len();
+    #[cfg(target_arch = "x86_64")]
+    if width % 8 == 0 && (w.is_empty() || rows.len() >= (w.len() - 1) * stride + width) && has_fma() {
+        let mut c0 = 0;
+        while c0 < width {
+            // SAFETY: AVX2 and FMA checked; every row holds c0 + 8K ≤ width values (bound above).
+            unsafe {
+                match (width - c0) / 8 {
+                    1 => weighted_chunk::<1, SKIP_ZERO>(w, rows, stride, c0, out),
+                    2 => weighted_chunk::<2, SKIP_ZERO>(w, rows, stride, c0, out),
+                    3 => weighted_chunk::<3, SKIP_ZERO>(w, rows, stride, c0, out),
+                    4 => weighted_chunk::<4, SKIP_ZERO>(w, rows, stride, c0, out),
+                    5 => weighted_chunk::<5, SKIP_ZERO>(w, rows, stride, c0, out),
+                    6 => weighted_chunk::<6, SKIP_ZERO>(w, rows, stride, c0, out),
+                    7 => weighted_chunk::<7, SKIP_ZERO>(w, rows, stride, c0, out),
+                    _ => weighted_chunk::<8, SKIP_ZERO>(w, rows, stride, c0, out),
+                }
+            }
+            c0 += 64.min(width - c0);
+        }
+        return;
     }
-    pv_body(p, v, stride, o)
+    weighted_rows_plain::<SKIP_ZERO>(w, rows, stride, out)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -85,113 +105,35 @@ fn has_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
-#[inline(always)]
-fn scores_body(q: &[f32], kt: &[f32], n: usize, out: &mut [f32]) {
+fn weighted_rows_plain<const SKIP_ZERO: bool>(w: &[f32], rows: &[f32], stride: usize, out: &mut [f32]) {
     out.fill(0.0);
-    for (d, &qd) in q.iter().enumerate() {
-        for (sc, &kk) in out.iter_mut().zip(&kt[d * n..(d + 1) * n]) {
-            *sc = qd.mul_add(kk, *sc);
-        }
-    }
-}
-
-#[inline(always)]
-fn pv_body(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
-    o.fill(0.0);
-    for (j, &pj) in p.iter().enumerate() {
-        if pj == 0.0 {
+    for (i, &wi) in w.iter().enumerate() {
+        if SKIP_ZERO && wi == 0.0 {
             continue;
         }
-        for (a, &b) in o.iter_mut().zip(&v[j * stride..]) {
-            *a = pj.mul_add(b, *a);
+        for (a, &b) in out.iter_mut().zip(&rows[i * stride..]) {
+            *a = wi.mul_add(b, *a);
         }
     }
 }
 
-/// [`scores_body`] with the sums of up to 64 keys held in registers across d (`n` a
-/// multiple of 8).
+/// Lanes c0 .. c0 + 8K. Caller: AVX2 + FMA; every row holds c0 + 8K values; out too.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn scores_fma(q: &[f32], kt: &[f32], n: usize, out: &mut [f32]) {
-    if n % 8 != 0 || kt.len() < q.len() * n || out.len() < n {
-        return scores_body(q, kt, n, out);
-    }
-    let mut j0 = 0;
-    while j0 < n {
-        by_eights!((n - j0) / 8, scores_chunk(q, kt, n, j0, out));
-        j0 += 64.min(n - j0);
-    }
-}
-
-/// `f::<K>(args)` for K = `eights` vectors of 8 lanes, at most 8.
-#[cfg(target_arch = "x86_64")]
-macro_rules! by_eights {
-    ($eights:expr, $f:ident($($a:expr),*)) => {
-        match $eights {
-            1 => $f::<1>($($a),*),
-            2 => $f::<2>($($a),*),
-            3 => $f::<3>($($a),*),
-            4 => $f::<4>($($a),*),
-            5 => $f::<5>($($a),*),
-            6 => $f::<6>($($a),*),
-            7 => $f::<7>($($a),*),
-            _ => $f::<8>($($a),*),
-        }
-    };
-}
-#[cfg(target_arch = "x86_64")]
-use by_eights;
-
-/// Keys j0 .. j0 + 8K. Caller: AVX2 + FMA; kt holds q.len() rows of n ≥ j0 + 8K; out too.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn scores_chunk<const K: usize>(q: &[f32], kt: &[f32], n: usize, j0: usize, out: &mut [f32]) {
+unsafe fn weighted_chunk<const K: usize, const SKIP_ZERO: bool>(w: &[f32], rows: &[f32], stride: usize, c0: usize, out: &mut [f32]) {
     use core::arch::x86_64::*;
     let mut acc = [_mm256_setzero_ps(); K];
-    for (d, &qd) in q.iter().enumerate() {
-        let (qv, row) = (_mm256_set1_ps(qd), kt.as_ptr().add(d * n + j0));
+    for (i, &wi) in w.iter().enumerate() {
+        if SKIP_ZERO && wi == 0.0 {
+            continue;
+        }
+        let (wv, row) = (_mm256_set1_ps(wi), rows.as_ptr().add(i * stride + c0));
         for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(qv, _mm256_loadu_ps(row.add(8 * k)), *a);
+            *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(row.add(8 * k)), *a);
         }
     }
     for (k, a) in acc.iter().enumerate() {
-        _mm256_storeu_ps(out.as_mut_ptr().add(j0 + 8 * k), *a);
-    }
-}
-
-/// [`pv_body`] with up to 64 value lanes held in registers across the keys (`o.len()` a
-/// multiple of 8).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn pv_fma(p: &[f32], v: &[f32], stride: usize, o: &mut [f32]) {
-    let vd = o.len();
-    if vd % 8 != 0 || (!p.is_empty() && v.len() < (p.len() - 1) * stride + vd) {
-        return pv_body(p, v, stride, o);
-    }
-    let mut e0 = 0;
-    while e0 < vd {
-        by_eights!((vd - e0) / 8, pv_chunk(p, v, stride, e0, o));
-        e0 += 64.min(vd - e0);
-    }
-}
-
-/// Value lanes e0 .. e0 + 8K. Caller: AVX2 + FMA; every key's row holds e0 + 8K values.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn pv_chunk<const K: usize>(p: &[f32], v: &[f32], stride: usize, e0: usize, o: &mut [f32]) {
-    use core::arch::x86_64::*;
-    let mut acc = [_mm256_setzero_ps(); K];
-    for (j, &pj) in p.iter().enumerate() {
-        if pj == 0.0 {
-            continue;
-        }
-        let (pv, row) = (_mm256_set1_ps(pj), v.as_ptr().add(j * stride + e0));
-        for (k, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(pv, _mm256_loadu_ps(row.add(8 * k)), *a);
-        }
-    }
-    for (k, a) in acc.iter().enumerate() {
-        _mm256_storeu_ps(o.as_mut_ptr().add(e0 + 8 * k), *a);
+        _mm256_storeu_ps(out.as_mut_ptr().add(c0 + 8 * k), *a);
     }
 }
 
@@ -213,7 +155,7 @@ mod tests {
             let kt: Vec<f32> = (0..hd * n).map(|_| r()).collect();
             let mut plain = vec![0f32; n];
             let mut fast = vec![1f32; n];
-            scores_body(&q, &kt, n, &mut plain);
+            weighted_rows_plain::<false>(&q, &kt, n, &mut plain);
             scores_into(&q, &kt, n, &mut fast);
             assert_eq!(plain.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), fast.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
             for (j, &x) in plain.iter().enumerate() {
@@ -225,7 +167,7 @@ mod tests {
             let mut p: Vec<f32> = (0..n).map(|_| r().abs()).collect();
             p[0] = 0.0;
             let (mut a, mut b) = (vec![0f32; vd], vec![7f32; vd]);
-            pv_body(&p, &v, stride, &mut a);
+            weighted_rows_plain::<true>(&p, &v, stride, &mut a);
             pv_into(&p, &v, stride, &mut b);
             assert_eq!(a.iter().map(|x| x.to_bits()).collect::<Vec<_>>(), b.iter().map(|x| x.to_bits()).collect::<Vec<_>>());
             for (e, &x) in a.iter().enumerate() {

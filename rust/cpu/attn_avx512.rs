@@ -183,19 +183,21 @@ impl VCols {
 /// `p == 0` skipped) and the same `reduce16`, bit for bit. False (nothing written) where it
 /// does not apply: not AVX-512, `vd` not a multiple of 16, keys outside the columns, or a
 /// short buffer.
-pub fn pv_cols(p: &[f32], pos0: usize, cols: &VCols, vd: usize, out: &mut [f32]) -> bool {
+/// `pg` is scratch for the probabilities in groups of 16 (kept across calls).
+pub fn pv_cols(p: &[f32], pos0: usize, cols: &VCols, vd: usize, out: &mut [f32], pg: &mut Vec<f32>) -> bool {
     let end = pos0 + p.len();
     if isa() != Isa::Avx512 || vd % 16 != 0 || p.is_empty() || out.len() < vd || pos0 < cols.j0 || end > cols.j0 + cols.width || cols.width % 16 != 0 || cols.data.len() < vd * cols.width {
         return false;
     }
     // probabilities in groups of 16 keys at positions aligned to 16, zeros outside the span
     let b0 = pos0 - pos0 % 16;
-    let mut pg = vec![0f32; (end - b0).next_multiple_of(16)];
+    pg.clear();
+    pg.resize((end - b0).next_multiple_of(16), 0.0);
     pg[pos0 - b0..end - b0].copy_from_slice(p);
     for eb in (0..vd).step_by(16) {
         // SAFETY: AVX-512 checked; every column read lies in `data` (b0 ≥ j0 and b0 + pg.len()
         // ≤ j0 + width, both multiples of 16; eb + 16 ≤ vd), `out` holds vd values.
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(eb), pv_cols_slice(&pg, cols.data.as_ptr().add(eb * cols.width + (b0 - cols.j0)), cols.width)) };
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(eb), pv_cols_slice(pg, cols.data.as_ptr().add(eb * cols.width + (b0 - cols.j0)), cols.width)) };
     }
     true
 }
@@ -303,7 +305,7 @@ mod tests {
             data.iter_mut().filter(|x| x.is_nan()).for_each(|x| *x = 0.0);
             let cols = VCols { j0, width, data };
             let mut got = vec![0f32; d];
-            assert!(pv_cols(&p, pos0, &cols, d, &mut got));
+            assert!(pv_cols(&p, pos0, &cols, d, &mut got, &mut Vec::new()));
             for e in 0..d {
                 assert_eq!(got[e].to_bits(), want[e].to_bits(), "pv from columns d={d} value {e}");
             }
