@@ -2,7 +2,7 @@
 
     # a llama-family model with llama.cpp's Q4_K_M type mix; default TinyLlama-1.1B's shape
     # (22 layers, embd 2048, ff 5632, 32 heads, 4 kv heads, vocab 32000, untied output);
-    # --type IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_S|IQ1_S|TQ1_0|TQ2_0: the layers' matrices of that type
+    # --type Q4_0|IQ4_NL|Q5_0|Q8_0|MXFP4|IQ2_XXS|IQ2_XS|IQ2_S|IQ3_XXS|IQ3_S|IQ1_S|TQ1_0|TQ2_0: the layers' matrices of that type
     python benchmarks/make_bench_model.py llama OUT.gguf [--preset NAME] [--arch llama|qwen2] [--type T]
         [--layers N --embd N --ff N --heads N --kv-heads N --vocab N] [--tied|--no-tied]
 
@@ -60,6 +60,8 @@ _BLOCKS = {
     1: (1, 2, ()),  # F16
     6: (32, 22, ((0, 2e-3),)),  # Q5_0
     8: (32, 34, ((0, 2e-4),)),  # Q8_0
+    2: (32, 18, ((0, 2e-3),)),  # Q4_0
+    20: (32, 18, ((0, 2e-3),)),  # IQ4_NL
     12: (256, 144, ((0, 2e-5), (2, 1.5e-4))),  # Q4_K
     13: (256, 176, ((0, 1e-5), (2, 1.5e-4))),  # Q5_K
     14: (256, 210, ((208, 1e-5),)),  # Q6_K
@@ -74,7 +76,7 @@ _BLOCKS = {
     34: (256, 54, ((52, 0.02),)),  # TQ1_0
     35: (256, 66, ((64, 0.02),)),  # TQ2_0
 }
-TYPE_IDS = {"IQ2_XXS": 16, "IQ2_XS": 17, "IQ2_S": 22, "IQ3_XXS": 18, "IQ3_S": 21, "IQ1_S": 19, "TQ1_0": 34, "TQ2_0": 35}
+TYPE_IDS = {"Q4_0": 2, "IQ4_NL": 20, "Q5_0": 6, "Q8_0": 8, "MXFP4": 39, "IQ2_XXS": 16, "IQ2_XS": 17, "IQ2_S": 22, "IQ3_XXS": 18, "IQ3_S": 21, "IQ1_S": 19, "TQ1_0": 34, "TQ2_0": 35}
 
 
 def fill(buf: np.ndarray, ggml_type: int, n_elems: int, rng: np.random.Generator, *, norm: bool = False) -> None:

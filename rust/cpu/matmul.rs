@@ -3,14 +3,16 @@
 //! element is one integer dot product.
 //!
 //! Types with a tile kernel (`quant::tile`: R weight rows × C tokens per register tile) split
-//! the work by shape:
-//! - one token (decode): rows split across the pool, several rows in flight per kernel call,
-//!   weights prefetched ahead; each task writes its own contiguous run of outputs;
-//! - enough tokens for every thread (prefill): tokens split across the pool, each task
-//!   quantizes its own tokens and runs all rows (the weights stay in the core's L2), writing
-//!   whole output rows `[t0..t1, 0..n_out]` (no shared cache lines between tasks);
-//! - a few tokens: rows split, each task's `[tokens × rows]` tile in a per-thread buffer, then
-//!   copied into place.
+//! the rows across the pool, whatever the number of tokens:
+//! - one token (decode): several rows in flight per kernel call, weights prefetched ahead;
+//!   each task writes its own contiguous run of outputs;
+//! - several tokens: the tokens are quantized first (split across the pool when there are
+//!   many), then each task runs its rows against every token into a per-thread
+//!   `[tokens × rows]` buffer (at most `TASK_OUT_BYTES`: more tasks when the product is
+//!   large) and copies it into place. Every weight byte is read by one task, and the packed
+//!   batch kernels (`quant::avx512_packed`, `quant::avx512_chain`) repack each 16-row panel
+//!   once per matmul rather than once per token range: splitting the tokens instead spent 10%
+//!   of a 1.5B model's pp512 repacking (2 threads; 3.6% this way).
 //!
 //! A tile kernel's element is bit-identical to the type's `DotFn`, so a token's output does
 //! not depend on the split or the batch composition. The one exception is llama.cpp's own:
@@ -51,14 +53,25 @@ unsafe impl Sync for Weight {}
 
 impl Weight {
     /// A matrix multiplied as llama.cpp multiplies its matmul weights (in the orders of its
-    /// repacked kernels where it repacks them and `quant::row_chain` says so).
+    /// repacked kernels where it repacks them, as `quant::row_chain` and
+    /// `quant::prefill_kernel` say), under `LLAMARS_EXACT`.
     /// # Safety
     /// `data` must stay valid (and unmodified) for as long as the `Weight` is used.
     pub unsafe fn new(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn) -> Weight {
+        Weight::with_mode(ty, n_in, n_out, data, dot, quant::Exactness::new(None))
+    }
+
+    /// [`Weight::new`] under a given exactness.
+    /// # Safety
+    /// As [`Weight::new`].
+    pub unsafe fn with_mode(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn, mode: quant::Exactness) -> Weight {
         let w = Weight::plain(ty, n_in, n_out, data, dot);
         match quant::chain_kernels(ty) {
-            Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out) => Weight { dot, dot_rows, tile, dot_batch: None, dot_batch_rows: None, ..w },
-            _ => w,
+            Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out, mode) => Weight { dot, dot_rows, tile, dot_batch: None, dot_batch_rows: None, ..w },
+            _ => match quant::prefill_kernel(ty, n_out, mode) {
+                Some(k) => Weight { tile: Some(k), ..w },
+                None => w,
+            },
         }
     }
 
@@ -154,6 +167,12 @@ const TOKEN_TILE: usize = 16;
 /// Output rows per task are a multiple of this (whole cache lines of f32 outputs).
 const ROW_ALIGN: usize = 16;
 
+/// Bytes of one task's `[tokens × rows]` output buffer at most (rows permitting).
+const TASK_OUT_BYTES: usize = 4 << 20;
+
+/// Tokens per thread from which the activations are quantized across the pool.
+const QUANT_TASK_TOKENS: usize = 8;
+
 /// Which tokens take the weight type's batch order (see the module doc).
 #[derive(Clone, Copy)]
 enum Order<'a> {
@@ -244,48 +263,35 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
     let kernel = |b: bool| if b { batch } else { run };
     let n_threads = pool.n_threads();
 
-    if n_tokens > 1 && n_tokens >= n_threads * k.cols {
-        // Prefill: tokens split; each task quantizes its own tokens and runs every row.
-        // two tasks per thread: the packed batch kernels repack each weight panel once per
-        // task (64 tokens per task: 15% of a 1.5B model's pp512 went to repacking, 128: half)
-        let per = n_tokens.div_ceil(n_threads * 2).next_multiple_of(k.cols).max(k.cols);
-        let n_tasks = n_tokens.div_ceil(per);
-        let (qp, pp, op) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()), SendPtr(out.as_mut_ptr()));
-        let has_prep = k.prep.is_some();
-        pool.run(n_tasks, |c| {
+    // the tokens' activations: split across the pool when there are enough of them
+    let has_prep = k.prep.is_some();
+    if n_tokens >= QUANT_TASK_TOKENS * n_threads && n_threads > 1 {
+        let per = n_tokens.div_ceil(n_threads);
+        let (qp, pp) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()));
+        pool.run(n_tokens.div_ceil(per), |c| {
             // the whole wrappers (Sync), not their raw pointer fields
-            let (qp, pp, op) = (qp, pp, op);
-            let t0 = c * per;
-            let t1 = (t0 + per).min(n_tokens);
-            let nt = t1 - t0;
-            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row), p bytes
-            // [t0·a_row, t1·a_row) and outputs [t0·n_out, t1·n_out), all within the buffers
-            // sized above (and `out` by the assert in `matmul`).
-            let (q, p, o) = unsafe {
+            let (qp, pp) = (qp, pp);
+            let (t0, t1) = (c * per, ((c + 1) * per).min(n_tokens));
+            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row) and p
+            // bytes [t0·a_row, t1·a_row), within the buffers sized above.
+            let (q, p) = unsafe {
                 (
-                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), nt * q_row),
-                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), nt * a_row) } else { &mut [][..] },
-                    std::slice::from_raw_parts_mut(op.0.add(t0 * n_out), nt * n_out),
+                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), (t1 - t0) * q_row),
+                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), (t1 - t0) * a_row) } else { &mut [][..] },
                 )
             };
             prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
-            let a: &[u8] = if has_prep { p } else { q };
-            // each run of tokens in one of llama.cpp's orders
-            order.runs(t0, t1, |ta, tb, b| {
-                let (a, o) = (&a[(ta - t0) * a_row..], &mut o[(ta - t0) * n_out..]);
-                kernel(b)(n, w.bytes(), w.row_bytes, n_out, a, a_row, tb - ta, o, n_out);
-            });
         });
-        return;
+    } else {
+        prepare(vt, k, n, &x[..n_tokens * n], &mut s.q, q_row, &mut s.p[p_off..], a_row);
     }
-
-    // Decode / few tokens: quantize here, split rows.
-    prepare(vt, k, n, &x[..n_tokens * n], &mut s.q, q_row, &mut s.p[p_off..], a_row);
-    let a: &[u8] = if k.prep.is_some() { &s.p[p_off..] } else { &s.q };
+    let a: &[u8] = if has_prep { &s.p[p_off..] } else { &s.q };
     // a few tasks per thread (balance when a thread is descheduled), each at least 64 rows
     // (a task costs a pool hand-off; a decode row of 640 elements takes ~30 ns)
     let n_tasks = (n_out / 64).clamp(1, n_threads * 4);
-    let rows_per = n_out.div_ceil(n_tasks).next_multiple_of(ROW_ALIGN);
+    // and each task's [tokens × rows] buffer within TASK_OUT_BYTES
+    let max_rows = (TASK_OUT_BYTES / (4 * n_tokens)).max(ROW_ALIGN) / ROW_ALIGN * ROW_ALIGN;
+    let rows_per = n_out.div_ceil(n_tasks).next_multiple_of(ROW_ALIGN).min(max_rows);
     let n_tasks = n_out.div_ceil(rows_per);
     let op = SendPtr(out.as_mut_ptr());
     let wb = w.bytes();
@@ -437,14 +443,17 @@ mod tests {
     #[test]
     fn matmul_matches_naive_loop() {
         let mut seed = 11u64;
-        // (Q4_0 with 40 rows: llama.cpp's repacked rows-of-8 order, `quant::row_chain`)
+        // (Q4_0 with 40 rows: llama.cpp's repacked rows-of-8 order, `quant::row_chain` /
+        // `quant::prefill_kernel`)
         let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40), (GgmlType::IQ2_XXS, 19), (GgmlType::IQ2_XS, 19), (GgmlType::IQ2_S, 19), (GgmlType::IQ3_XXS, 19), (GgmlType::IQ3_S, 19), (GgmlType::IQ1_S, 19), (GgmlType::IQ1_M, 19)];
         for (ty, n_out) in cases {
             let n_in = if ty.block_size() == 256 { 512 } else { 96 };
             let data = random_matrix(ty, n_in, n_out, &mut seed);
             let Some(dot) = quant::dot_fn(ty) else { continue };
+            // the default mode (or LLAMARS_EXACT's) and the fast mode
+            for mode in [quant::Exactness::new(None), quant::Exactness::Fast] {
             // SAFETY: `data` outlives `w`.
-            let w = unsafe { Weight::new(ty, n_in, n_out, &data, dot) };
+            let w = unsafe { Weight::with_mode(ty, n_in, n_out, &data, dot, mode) };
             let vt = quant::vec_dot_type(ty);
             for n_tokens in [1usize, 2, 3, 9, 16, 17, 40] {
                 let x: Vec<f32> = (0..n_tokens * n_in).map(|_| (rng(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
@@ -453,10 +462,19 @@ mod tests {
                 let mut q = Vec::new();
                 let mut deq = vec![0f32; n_in];
                 let nb = quant::batch_tokens(ty, n_tokens);
+                // Q4_0 / IQ4_NL (and in the fast mode Q5_0 / Q8_0) from PANEL_TOKENS tokens:
+                // the chain order (`quant::prefill_kernel`)
+                let chain = quant::prefill_kernel(ty, n_out, mode).is_some() && !quant::row_chain(ty, n_out, mode) && n_tokens >= quant::PANEL_TOKENS;
                 for t in 0..n_tokens {
                     activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
                     // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
-                    let f = if t < nb && w.dot_batch.is_some() { scalar::dot_batch(ty).unwrap_or(w.dot) } else { w.dot };
+                    let f = if chain {
+                        scalar::dot_chain(ty).unwrap_or(w.dot)
+                    } else if t < nb && w.dot_batch.is_some() {
+                        scalar::dot_batch(ty).unwrap_or(w.dot)
+                    } else {
+                        w.dot
+                    };
                     for r in 0..n_out {
                         want[t * n_out + r] = f(n_in, w.row(r), &q);
                         // the scalar reference agrees up to f32 accumulation order
@@ -485,6 +503,7 @@ mod tests {
                     }
                     assert!(out[n_tokens * n_out..].iter().all(|v| v.is_nan()), "wrote past the output");
                 }
+            }
             }
         }
     }

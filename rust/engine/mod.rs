@@ -56,11 +56,14 @@ pub struct EngineConfig {
     pub adapters: AdapterConfig,
     /// KV cache types and flash attention (`-ctk`, `-ctv`, `-fa`).
     pub kv: crate::kv_cache::types::KvConfig,
+    /// The matmuls' kernel orders: `Some(true)` llama.cpp's everywhere, `Some(false)` the fast
+    /// mode, `None` as `LLAMARS_EXACT` says (`quant::Exactness`).
+    pub exact: Option<bool>,
 }
 
 impl Default for EngineConfig {
     fn default() -> Self {
-        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512, gpu: Default::default(), adapters: Default::default(), kv: Default::default() }
+        EngineConfig { n_ctx: 4096, n_threads: None, n_batch: 512, gpu: Default::default(), adapters: Default::default(), kv: Default::default(), exact: None }
     }
 }
 
@@ -90,7 +93,7 @@ pub struct Session {
 impl Engine {
     pub fn load(path: impl AsRef<Path>, mut config: EngineConfig) -> Result<Engine> {
         let gguf = Arc::new(Gguf::open(path.as_ref())?);
-        let mut model = Model::load(gguf.clone())?;
+        let mut model = Model::load(gguf.clone(), crate::quant::Exactness::new(config.exact))?;
         let tokenizer = Tokenizer::from_gguf(&gguf)?;
         if tokenizer.n_vocab() != model.config.n_vocab {
             return Err(Error::Tokenizer(format!(

@@ -198,10 +198,11 @@ pub struct Model {
 }
 
 impl Model {
-    pub fn load(gguf: Arc<Gguf>) -> Result<Model> {
+    /// The model in `gguf`, its matmuls in the orders `mode` says.
+    pub fn load(gguf: Arc<Gguf>, mode: crate::quant::Exactness) -> Result<Model> {
         let config = Config::from_gguf(&gguf)?;
         let c = &config;
-        let ld = Loader { g: &gguf };
+        let ld = Loader { g: &gguf, mode };
         let (e, hd, vd) = (c.n_embd, c.head_dim, c.v_head_dim);
         let (q_dim, kv_dim, v_dim) = (c.n_head * hd, c.n_head_kv * hd, c.n_head_kv * vd);
         let tok_embd = ld.matrix("token_embd.weight", e, c.n_vocab)?;

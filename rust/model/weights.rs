@@ -7,6 +7,8 @@ use crate::quant;
 
 pub struct Loader<'a> {
     pub g: &'a Gguf,
+    /// The matmul weights' kernel orders (`quant::Exactness`).
+    pub mode: quant::Exactness,
 }
 
 impl<'a> Loader<'a> {
@@ -58,7 +60,7 @@ impl<'a> Loader<'a> {
         let data = self.g.tensor_data(t);
         // SAFETY: `data` points into the model's memory map, which the `Model` owns
         // (through an Arc<Gguf>) for at least as long as any Weight built from it.
-        Ok(unsafe { Weight::new(t.ty, t.row_len(), t.n_rows(), data, dot) })
+        Ok(unsafe { Weight::with_mode(t.ty, t.row_len(), t.n_rows(), data, dot, self.mode) })
     }
 
     /// A stack of `n` matrices [n_in, n_out] (a 3-D tensor [n_in, n_out, n]: experts).

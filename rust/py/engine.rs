@@ -26,7 +26,7 @@ impl PyEngine {
         cache_reuse=0, cache_ram=0, context_shift=false, slot_save_path=None, swa_full=false, n_gpu_layers=0, device=None, main_gpu=0,
         spec_type=None, spec_params=None, lookup_cache_static=None, lookup_cache_dynamic=None, draft_model=None, draft_n_ctx=0,
         lora=None, lora_init_without_apply=false, control_vectors=None, control_vector_layer_range=(-1, -1),
-        cache_type_k="f16", cache_type_v="f16", flash_attn="auto"))]
+        cache_type_k="f16", cache_type_v="f16", flash_attn="auto", exact=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -58,6 +58,7 @@ impl PyEngine {
         cache_type_k: &str,
         cache_type_v: &str,
         flash_attn: &str,
+        exact: Option<bool>,
     ) -> PyResult<Self> {
         use crate::kv_cache::types::{FlashAttn, KvConfig, KvType};
         let kv = KvConfig {
@@ -81,7 +82,7 @@ impl PyEngine {
             control_vectors: control_vectors.unwrap_or_default(),
             cvec_range: control_vector_layer_range,
         };
-        let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu, adapters, kv };
+        let cfg = EngineConfig { n_ctx, n_threads, n_batch, gpu, adapters, kv, exact };
         let sc = SchedConfig {
             n_parallel,
             n_ubatch: n_ubatch.min(n_batch),
@@ -101,7 +102,7 @@ impl PyEngine {
                 if let Some(dp) = &draft_model {
                     // the draft computes on the target's thread pool (the two never run at once)
                     let n_ctx = if draft_n_ctx > 0 { draft_n_ctx } else { e.config.n_ctx };
-                    let dcfg = EngineConfig { n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, ..Default::default() };
+                    let dcfg = EngineConfig { n_ctx, n_threads: Some(1), n_batch: cfg.n_batch, exact, ..Default::default() };
                     let d = Engine::load(dp, dcfg)?;
                     check_compatible(&e, &d).map_err(|why| {
                         crate::Error::InvalidRequest(format!("draft model {} cannot draft for {}: {why}", dp.display(), path.display()))
@@ -437,6 +438,7 @@ impl PyEngine {
         d.set_item("cache_type_k", kv.k_type.name())?;
         d.set_item("cache_type_v", kv.v_type.name())?;
         d.set_item("flash_attn", kv.resolve().unwrap_or(false))?;
+        d.set_item("exactness", format!("{:?}", crate::quant::Exactness::new(e.config.exact)).to_lowercase())?;
         let units = kv.k_type.units(c.n_head_kv * c.head_dim) + kv.v_type.units(c.n_head_kv * c.v_head_dim);
         // K and V bytes of one position in every layer (a sliding-window layer's ring holds fewer)
         d.set_item("kv_bytes_per_token", units * 2 * c.n_layer)?;

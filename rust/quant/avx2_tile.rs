@@ -79,7 +79,7 @@ macro_rules! tiles {
             }
         }
         #[allow(clippy::too_many_arguments)]
-        fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+        pub(super) fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
             drive::<$tile, { $rw }, { $c }, { $rg }>(n, w, ws, rows, a, as_, cols, out, os)
         }
     )*};

@@ -32,11 +32,11 @@ use core::arch::x86_64::*;
 use std::cell::RefCell;
 
 /// Weight rows per panel (one per i32 / f32 lane).
-const P: usize = 16;
+pub(super) const P: usize = 16;
 /// Tokens sharing each loaded weight vector.
 const T: usize = 4;
 /// Superblocks ahead that packing prefetches.
-const PF_BLOCKS: usize = 2;
+pub(super) const PF_BLOCKS: usize = 2;
 
 /// One Q4_K superblock of a panel: `q[8·sb + k]` lane r holds row r's values 4k..4k+4 of
 /// sub-block sb (a byte each), `sc[sb]` its scale, `mins[sb]` its min twice (two i16),
@@ -64,10 +64,10 @@ struct PackedQ6K {
 /// Scratch lines for one panel's superblocks (any packed type: their sizes are multiples of 64).
 #[repr(C, align(64))]
 #[derive(Clone, Copy)]
-struct Line([u8; 64]);
+pub(super) struct Line(pub(super) [u8; 64]);
 
 thread_local! {
-    static SCRATCH: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    pub(super) static SCRATCH: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
 }
 
 /// 4 bytes at `off` of the block at `b` in each of the masked rows (`idx`: row offsets).
@@ -347,7 +347,7 @@ unsafe fn panel_biased<const C: usize, const B: u32>(nb: usize, p: *const Packed
 /// # Safety
 /// avx512f.
 #[target_feature(enable = "avx512f")]
-unsafe fn put(v: &[__m512], t0: usize, r0: usize, n_rows: usize, out: &mut [f32], os: usize) {
+pub(super) unsafe fn put(v: &[__m512], t0: usize, r0: usize, n_rows: usize, out: &mut [f32], os: usize) {
     for (t, &x) in v.iter().enumerate() {
         let at = (t0 + t) * os + r0;
         let n = n_rows.min(out.len().saturating_sub(at));
@@ -359,7 +359,7 @@ unsafe fn put(v: &[__m512], t0: usize, r0: usize, n_rows: usize, out: &mut [f32]
 }
 
 macro_rules! packed_tile {
-    ($($run:ident: $packed:ty, $wts:expr, $pack:ident, $panel:ident, $fallback:expr;)*) => {$(
+    ($($run:ident: $packed:ty, $wts:expr, $pack:ident, $panel:ident, $fallback:expr, $bk:expr, $abytes:expr;)*) => {$(
         /// The `TileFn` (see `tile.rs`) over 16-row packed panels; rows too far apart for
         /// 32-bit gather offsets go through the row-wise kernel.
         #[allow(clippy::too_many_arguments)]
@@ -374,7 +374,7 @@ macro_rules! packed_tile {
             // whole blocks present in n, in the last weight row and in the last token
             let w_last = (rows - 1).checked_mul(ws).map_or(0, |off| w.len().saturating_sub(off));
             let a_last = (cols - 1).checked_mul(as_).map_or(0, |off| a.len().saturating_sub(off));
-            let nb = (n / QK_K).min(w_last / $wts).min(a_last / Q8_K_BYTES);
+            let nb = (n / $bk).min(w_last / $wts).min(a_last / $abytes);
             let lines = core::mem::size_of::<$packed>() / 64;
             SCRATCH.with(|s| {
                 let mut buf = s.borrow_mut();
@@ -424,9 +424,11 @@ macro_rules! packed_tile {
     )*};
 }
 
+pub(super) use packed_tile;
+
 packed_tile! {
-    run_q4_k_gemm_packed: PackedQ4K, Q4_K_BYTES, pack_q4_k, panel_q4_k, super::avx512::Q4_K_GEMM_ROWWISE_VNNI;
-    run_q6_k_tiled_packed: PackedQ6K, Q6_K_BYTES, pack_q6_k, panel_q6_k, super::avx512::Q6_K_TILED_ROWWISE_VNNI;
+    run_q4_k_gemm_packed: PackedQ4K, Q4_K_BYTES, pack_q4_k, panel_q4_k, super::avx512::Q4_K_GEMM_ROWWISE_VNNI, QK_K, Q8_K_BYTES;
+    run_q6_k_tiled_packed: PackedQ6K, Q6_K_BYTES, pack_q6_k, panel_q6_k, super::avx512::Q6_K_TILED_ROWWISE_VNNI, QK_K, Q8_K_BYTES;
 }
 
 iq_packers! {
@@ -469,13 +471,13 @@ iq_row_tiles! {
 }
 
 packed_tile! {
-    run_iq2_xxs_packed: PackedQ6K, 66, pack_iq2_xxs, panel_iq, tiled_iq2_xxs;
-    run_iq2_xs_packed: PackedQ6K, 74, pack_iq2_xs, panel_iq, tiled_iq2_xs;
-    run_iq2_s_packed: PackedQ6K, 82, pack_iq2_s, panel_iq, tiled_iq2_s;
-    run_iq3_xxs_packed: PackedQ6K, 98, pack_iq3_xxs, panel_iq, tiled_iq3_xxs;
-    run_iq3_s_packed: PackedQ6K, 110, pack_iq3_s, panel_iq, tiled_iq3_s;
-    run_iq1_s_packed: PackedQ6K, 50, pack_iq1_s, panel_iq, tiled_iq1_s;
-    run_iq1_m_packed: PackedQ6K, 56, pack_iq1_m, panel_iq, tiled_iq1_m;
+    run_iq2_xxs_packed: PackedQ6K, 66, pack_iq2_xxs, panel_iq, tiled_iq2_xxs, QK_K, Q8_K_BYTES;
+    run_iq2_xs_packed: PackedQ6K, 74, pack_iq2_xs, panel_iq, tiled_iq2_xs, QK_K, Q8_K_BYTES;
+    run_iq2_s_packed: PackedQ6K, 82, pack_iq2_s, panel_iq, tiled_iq2_s, QK_K, Q8_K_BYTES;
+    run_iq3_xxs_packed: PackedQ6K, 98, pack_iq3_xxs, panel_iq, tiled_iq3_xxs, QK_K, Q8_K_BYTES;
+    run_iq3_s_packed: PackedQ6K, 110, pack_iq3_s, panel_iq, tiled_iq3_s, QK_K, Q8_K_BYTES;
+    run_iq1_s_packed: PackedQ6K, 50, pack_iq1_s, panel_iq, tiled_iq1_s, QK_K, Q8_K_BYTES;
+    run_iq1_m_packed: PackedQ6K, 56, pack_iq1_m, panel_iq, tiled_iq1_m, QK_K, Q8_K_BYTES;
 }
 
 /// The grid i-quants' tile kernel on AVX-512 VNNI machines: the `vec_dot` order through the

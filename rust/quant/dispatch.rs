@@ -102,7 +102,9 @@ pub fn dot_batch_rows_fn(ty: GgmlType) -> Option<DotRowsFn> {
 pub fn chain_kernels(ty: GgmlType) -> Option<(DotFn, Option<DotRowsFn>, Option<super::TileKernel>)> {
     match isa() {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 | Isa::Avx512 => super::avx2::chain(ty).map(|(d, r)| (d, Some(r), super::avx2_tile::kernel_chain(ty))),
+        Isa::Avx2 => super::avx2::chain(ty).map(|(d, r)| (d, Some(r), super::avx2_tile::kernel_chain(ty))),
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx512 => super::avx2::chain(ty).map(|(d, r)| (d, Some(r), super::avx512_chain::kernel_chain(ty).or_else(|| super::avx2_tile::kernel_chain(ty)))),
         Isa::Scalar => super::scalar::dot_chain(ty).map(|d| (d, None, None)),
         _ => None,
     }

@@ -61,6 +61,8 @@ mod avx2_iq;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 #[cfg(target_arch = "x86_64")]
+mod avx512_chain;
+#[cfg(target_arch = "x86_64")]
 mod avx512_packed;
 #[cfg(target_arch = "x86_64")]
 mod avx512_tile;
@@ -124,23 +126,71 @@ pub fn batch_shape(ty: GgmlType, n_in: usize, n_out: usize) -> bool {
     }
 }
 
-/// Whether a matmul weight of `ty` with `n_out` rows follows the order of llama.cpp's repacked
-/// rows-of-8 kernels: llama.cpp (x86, AVX2 and up) holds such weights as `q4_0_8x8` /
-/// `iq4_nl_8x8` in its CPU_REPACK buffer, whose gemv and gemm keep one f32 chain per output
-/// (`scalar::dot_q4_0_q8_0_chain`) for every batch size; the token embedding table stays in
-/// its plain buffer even where it is also the output matrix.
-///
-/// Opt-in (`LLAMARS_EXACT=1`, read once): llamars' kernels in that order are slower than its
-/// own (`vec_dot`) order today (a 1.2B Q4_0 model: tg 16 vs 28 tok/s, pp 25 vs 50 on 2 threads),
-/// so by default these two types keep ggml's `vec_dot` order.
-pub fn row_chain(ty: GgmlType, n_out: usize) -> bool {
-    matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::MXFP4) && n_out % 8 == 0 && exact_everywhere()
+/// How closely matmuls follow llama.cpp's arithmetic (`LLAMARS_EXACT`, `Engine(exact=…)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Exactness {
+    /// llama.cpp's orders except where they cost speed ([`row_chain`]).
+    #[default]
+    Default,
+    /// `LLAMARS_EXACT=1` / `exact=True`: llama.cpp's orders also where that costs speed.
+    Everywhere,
+    /// `LLAMARS_EXACT=0` / `exact=False`: orders llama.cpp does not use where they are faster
+    /// ([`prefill_kernel`]); results differ from llama.cpp's in the last bits.
+    Fast,
 }
 
-/// `LLAMARS_EXACT=1`: follow llama.cpp's orders also where that costs speed ([`row_chain`]).
-pub fn exact_everywhere() -> bool {
-    static EXACT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *EXACT.get_or_init(|| matches!(std::env::var("LLAMARS_EXACT").ok().as_deref().map(str::trim), Some("1" | "true" | "on" | "yes")))
+impl Exactness {
+    /// `Some(true)` / `Some(false)`: [`Exactness::Everywhere`] / [`Exactness::Fast`]; `None`: the
+    /// `LLAMARS_EXACT` environment variable (read once; `1`/`true`/`on`/`yes`, `0`/`false`/
+    /// `off`/`no`, anything else the default).
+    pub fn new(exact: Option<bool>) -> Exactness {
+        static ENV: std::sync::OnceLock<Exactness> = std::sync::OnceLock::new();
+        match exact {
+            Some(true) => Exactness::Everywhere,
+            Some(false) => Exactness::Fast,
+            None => *ENV.get_or_init(|| match std::env::var("LLAMARS_EXACT").ok().as_deref().map(str::trim) {
+                Some("1" | "true" | "on" | "yes") => Exactness::Everywhere,
+                Some("0" | "false" | "off" | "no") => Exactness::Fast,
+                _ => Exactness::Default,
+            }),
+        }
+    }
+}
+
+/// Whether a matmul weight of `ty` with `n_out` rows follows the order of llama.cpp's repacked
+/// rows-of-8 kernels for every number of tokens: llama.cpp (x86, AVX2 and up) holds such
+/// weights as `q4_0_8x8` / `iq4_nl_8x8` / `mxfp4_8x8` in its CPU_REPACK buffer, whose gemv and
+/// gemm keep one f32 chain per output (`scalar::dot_q4_0_q8_0_chain`) for every batch size;
+/// the token embedding table stays in its plain buffer even where it is also the output matrix.
+///
+/// Only under [`Exactness::Everywhere`]: llamars' one-token kernels in that order are slower
+/// than in ggml's `vec_dot` order (a 1.2B Q4_0 model: tg 16 vs 28 tok/s on 2 threads), so by
+/// default these types take the chain order for prefill only ([`prefill_kernel`]).
+pub fn row_chain(ty: GgmlType, n_out: usize, mode: Exactness) -> bool {
+    matches!(ty, GgmlType::Q4_0 | GgmlType::IQ4_NL | GgmlType::MXFP4) && n_out % 8 == 0 && mode == Exactness::Everywhere
+}
+
+/// Tokens from which [`prefill_kernel`]'s kernels take the block-chain order (a matmul over
+/// fewer keeps ggml's `vec_dot` order).
+pub const PANEL_TOKENS: usize = 16;
+
+/// The tile kernel a matmul weight of `ty` with `n_out` rows takes in place of the type's own
+/// ([`tile_kernel`]) when [`row_chain`] does not apply, on AVX-512 VNNI machines: Q4_0, IQ4_NL
+/// and MXFP4 (rows in multiples of 8) multiply [`PANEL_TOKENS`] or more tokens in the chain
+/// order of llama.cpp's repacked kernels (its bits, and faster than their `vec_dot` order), and
+/// in the fast mode Q5_0 and Q8_0 do the same, an order llama.cpp does not use for them.
+/// `None`: the type's own kernel.
+pub fn prefill_kernel(ty: GgmlType, n_out: usize, mode: Exactness) -> Option<TileKernel> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use GgmlType::*;
+        let chain = matches!(ty, Q4_0 | IQ4_NL | MXFP4) && n_out % 8 == 0;
+        if isa() == Isa::Avx512 && (chain || (mode == Exactness::Fast && matches!(ty, Q5_0 | Q8_0))) {
+            return avx512_chain::kernel_prefill(ty);
+        }
+    }
+    let _ = (ty, n_out, mode);
+    None
 }
 
 pub use tile::{tile_kernel, tile_kernel_for, PrepFn, TileFn, TileKernel};

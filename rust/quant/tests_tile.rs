@@ -445,3 +445,50 @@ fn batch_tile_speed() {
         assert!(outs[0].iter().zip(&outs[1]).all(|(x, y)| x.to_bits() == y.to_bits()));
     }
 }
+
+/// The 16-row lane panels in the block-chain order (`avx512_chain`): from `PANEL_TOKENS`
+/// tokens against the scalar chain dot, below it against the row kernels' own order (the
+/// chain for `kernel_chain`, ggml's `vec_dot` for `kernel_prefill`); random and extreme
+/// blocks (-128 bytes, all-ones nibbles and high bits, MXFP4's subnormal exponents), rows
+/// past one and two panels, padded strides.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn chain_panels_equal_scalar_chain_dots_bit_for_bit() {
+    use super::avx512_chain::{kernel_chain, kernel_prefill, PANEL_TOKENS};
+    use GgmlType::*;
+    if !super::avx512::has_vnni() {
+        eprintln!("skipped: this CPU has no AVX-512 VNNI");
+        return;
+    }
+    let mut rng = Rng(95);
+    let mut panels = 0;
+    for ty in [Q4_0, IQ4_NL, MXFP4, Q5_0, Q8_0] {
+        let chain = super::scalar::dot_chain(ty).expect("chain reference");
+        let vec = dot_fn_for(ty, Isa::Avx2).expect("vec_dot kernel");
+        let prefill = kernel_prefill(ty).expect("prefill kernel");
+        for n in [32usize, 640, 2048] {
+            for (rows, cols) in [(1, 16), (5, 16), (16, 17), (17, 20), (33, 35), (3, 15), (16, 1)] {
+                for fill in [Fill::Random, Fill::Const(0xFF), Fill::Const(0x80), Fill::Const(0x11)] {
+                    let extreme = !matches!(fill, Fill::Random);
+                    let (mut w, ws) = weights(ty, n, rows, 40, &mut rng, fill);
+                    if ty == MXFP4 {
+                        // every exponent class of ggml_e8m0_to_fp32_half: subnormal (0, 1), 2^-126, ..
+                        for r in 0..rows {
+                            for b in 0..n / 32 {
+                                w[r * ws + b * 17] = [0u8, 1, 2, 127, 130][(r + b) % 5];
+                            }
+                        }
+                    }
+                    let (q, qs, a, as_) = tokens(ty, &prefill, n, cols, 8, &mut rng, extreme);
+                    let want = if cols >= PANEL_TOKENS { chain } else { vec };
+                    check("prefill", ty, prefill.run, want, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                    if let Some(k) = kernel_chain(ty) {
+                        check("chain", ty, k.run, chain, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                    }
+                    panels += usize::from(cols >= PANEL_TOKENS);
+                }
+            }
+        }
+    }
+    assert!(panels > 0);
+}
