@@ -20,6 +20,7 @@
 //!
 //! [`scalar::dot_chain`]: super::scalar::dot_chain
 use super::avx512_packed::{packed_tile, put, Line, P, PF_BLOCKS, SCRATCH};
+use super::avx512_tile::PAIR;
 use super::blocks::*;
 use super::scalar_k::{KVALUES_IQ4NL, KVALUES_MXFP4};
 use super::tile::{TileFn, TileKernel};
@@ -147,28 +148,56 @@ unsafe fn bcast(p: *const u8) -> __m512i {
     _mm512_set1_epi32(core::ptr::read_unaligned(p as *const i32))
 }
 
-/// 16 rows × `C` tokens (Q8_0 activation rows): per block and lane,
-/// `fma(f32(Σ), d_w·d_a, acc)`.
+/// Where block `i`'s 32 activation bytes and its scale lie in a token's row: Q8_0 blocks
+/// (`PAIRED = false`: `f16 d` then the bytes) or `avx512_tile`'s packed pairs (`true`: the
+/// bytes of blocks 2p, 2p+1 at 0 and 32 of pair p, their f32 scales at 64 and 96).
+#[inline(always)]
+unsafe fn act<const PAIRED: bool>(a: *const u8, i: usize) -> (*const u8, __m512) {
+    if PAIRED {
+        let b = a.add(PAIR * (i / 2) + 32 * (i % 2));
+        (b, _mm512_set1_ps(core::ptr::read_unaligned(b.add(64) as *const f32)))
+    } else {
+        let b = a.add(Q8_0_BYTES * i);
+        (b.add(2), _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(core::ptr::read_unaligned(b as *const u16) as i32))))
+    }
+}
+
+/// 16 rows × `C` tokens: per block and lane, `fma(f32(Σ), d_w·d_a, acc)`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
-unsafe fn panel<const C: usize>(nb: usize, p: *const Packed32, a: [*const u8; C]) -> [__m512; C] {
+unsafe fn panel<const C: usize, const PAIRED: bool>(nb: usize, p: *const Packed32, a: [*const u8; C]) -> [__m512; C] {
     let flip = _mm512_set1_epi8(-128);
     let mut acc = [_mm512_setzero_ps(); C];
     for i in 0..nb {
         let pk = &*p.add(i);
-        let ab: [*const u8; C] = core::array::from_fn(|t| a[t].add(Q8_0_BYTES * i));
+        let mut ab = [core::ptr::null::<u8>(); C];
+        let mut da = [_mm512_setzero_ps(); C];
+        for t in 0..C {
+            (ab[t], da[t]) = act::<PAIRED>(a[t], i);
+        }
         let mut s = [pk.bias; C];
         for k in 0..8 {
             let wq = pk.q[k];
             for t in 0..C {
-                s[t] = _mm512_dpbusd_epi32(s[t], _mm512_xor_si512(bcast(ab[t].add(2 + 4 * k)), flip), wq);
+                s[t] = _mm512_dpbusd_epi32(s[t], _mm512_xor_si512(bcast(ab[t].add(4 * k)), flip), wq);
             }
         }
         for t in 0..C {
-            let da = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(core::ptr::read_unaligned(ab[t] as *const u16) as i32)));
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(pk.d, da), acc[t]);
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(pk.d, da[t]), acc[t]);
         }
     }
     acc
+}
+
+/// [`panel`] over Q8_0 activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
+unsafe fn panel_q8<const C: usize>(nb: usize, p: *const Packed32, a: [*const u8; C]) -> [__m512; C] {
+    panel::<C, false>(nb, p, a)
+}
+
+/// [`panel`] over `avx512_tile`'s packed pairs.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c")]
+unsafe fn panel_pairs<const C: usize>(nb: usize, p: *const Packed32, a: [*const u8; C]) -> [__m512; C] {
+    panel::<C, true>(nb, p, a)
 }
 
 /// Every element through a `DotFn` (the panels' fallback for rows too far apart for 32-bit
@@ -185,28 +214,64 @@ fn each_dot(dot: super::DotFn, n: usize, w: &[u8], ws: usize, rows: usize, a: &[
 }
 
 macro_rules! fallbacks {
-    ($($name:ident => $dot:path;)*) => {$(
+    ($each:ident: $($name:ident => $dot:path;)*) => {$(
         #[allow(clippy::too_many_arguments)]
         fn $name(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
-            each_dot($dot, n, w, ws, rows, a, as_, cols, out, os)
+            $each($dot, n, w, ws, rows, a, as_, cols, out, os)
         }
     )*};
 }
 
-fallbacks! {
+fallbacks! { each_dot:
     chain_q4_0 => super::scalar::dot_q4_0_q8_0_chain;
     chain_iq4_nl => super::scalar_k::dot_iq4_nl_q8_0_chain;
     chain_mxfp4 => super::scalar_k::dot_mxfp4_q8_0_chain;
-    chain_q5_0 => super::scalar::dot_q5_0_q8_0_chain;
-    chain_q8_0 => super::scalar::dot_q8_0_q8_0_chain;
 }
 
+fallbacks! { each_dot_pairs:
+    pairs_q4_0 => super::scalar::dot_q4_0_q8_0_chain;
+    pairs_iq4_nl => super::scalar_k::dot_iq4_nl_q8_0_chain;
+    pairs_mxfp4 => super::scalar_k::dot_mxfp4_q8_0_chain;
+    pairs_q5_0 => super::scalar::dot_q5_0_q8_0_chain;
+    pairs_q8_0 => super::scalar::dot_q8_0_q8_0_chain;
+}
+
+/// Fallbacks for the packed-pair layout: the element's bytes and scale as a Q8_0 row first.
+#[allow(clippy::too_many_arguments)]
+fn each_dot_pairs(dot: super::DotFn, n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+    let nb = n / QK;
+    let mut q = vec![0u8; nb * Q8_0_BYTES];
+    for t in 0..cols {
+        let Some(at) = a.get(t * as_..) else { continue };
+        let nbt = nb.min(at.len() / (PAIR / 2));
+        for (i, qb) in q.chunks_exact_mut(Q8_0_BYTES).take(nbt).enumerate() {
+            let b = &at[PAIR * (i / 2) + 32 * (i % 2)..];
+            let d = f32::from_le_bytes([b[64], b[65], b[66], b[67]]);
+            qb[..2].copy_from_slice(&super::f16::f32_to_f16(d).to_le_bytes());
+            qb[2..].copy_from_slice(&b[..32]);
+        }
+        for r in 0..rows {
+            if let (Some(wr), Some(o)) = (w.get(r * ws..), out.get_mut(t * os + r)) {
+                *o = dot(nbt * QK, wr, &q[..nbt * Q8_0_BYTES]);
+            }
+        }
+    }
+}
+
+// over Q8_0 activation rows (the chain order throughout: `kernel_chain`)
 packed_tile! {
-    panels_q4_0: Packed32, Q4_0_BYTES, pack_q4_0, panel, chain_q4_0, QK, Q8_0_BYTES;
-    panels_iq4_nl: Packed32, IQ4_NL_BYTES, pack_iq4_nl, panel, chain_iq4_nl, QK, Q8_0_BYTES;
-    panels_mxfp4: Packed32, MXFP4_BYTES, pack_mxfp4, panel, chain_mxfp4, QK, Q8_0_BYTES;
-    panels_q5_0: Packed32, Q5_0_BYTES, pack_q5_0, panel, chain_q5_0, QK, Q8_0_BYTES;
-    panels_q8_0: Packed32, Q8_0_BYTES, pack_q8_0, panel, chain_q8_0, QK, Q8_0_BYTES;
+    panels_q4_0: Packed32, Q4_0_BYTES, pack_q4_0, panel_q8, chain_q4_0, QK, Q8_0_BYTES;
+    panels_iq4_nl: Packed32, IQ4_NL_BYTES, pack_iq4_nl, panel_q8, chain_iq4_nl, QK, Q8_0_BYTES;
+    panels_mxfp4: Packed32, MXFP4_BYTES, pack_mxfp4, panel_q8, chain_mxfp4, QK, Q8_0_BYTES;
+}
+
+// over `avx512_tile`'s packed pairs (`kernel_prefill`, whose fewer tokens go to that kernel)
+packed_tile! {
+    pair_panels_q4_0: Packed32, Q4_0_BYTES, pack_q4_0, panel_pairs, pairs_q4_0, QK, PAIR / 2;
+    pair_panels_iq4_nl: Packed32, IQ4_NL_BYTES, pack_iq4_nl, panel_pairs, pairs_iq4_nl, QK, PAIR / 2;
+    pair_panels_mxfp4: Packed32, MXFP4_BYTES, pack_mxfp4, panel_pairs, pairs_mxfp4, QK, PAIR / 2;
+    pair_panels_q5_0: Packed32, Q5_0_BYTES, pack_q5_0, panel_pairs, pairs_q5_0, QK, PAIR / 2;
+    pair_panels_q8_0: Packed32, Q8_0_BYTES, pack_q8_0, panel_pairs, pairs_q8_0, QK, PAIR / 2;
 }
 
 /// `TileFn`s: the panels from `PANEL_TOKENS` tokens, a row kernel below.
@@ -224,41 +289,54 @@ macro_rules! by_tokens {
 }
 
 by_tokens! {
-    // the chain order throughout (`quant::row_chain`)
+    // the chain order throughout (`quant::row_chain`), fewer tokens in the AVX2 chain kernels
     chain_all_q4_0 => panels_q4_0, super::avx2_tile::run_q4_0x8;
     chain_all_iq4_nl => panels_iq4_nl, super::avx2_tile::run_iq4_nlx8;
     chain_all_mxfp4 => panels_mxfp4, super::avx2_tile::run_mxfp4x8;
-    // the chain order for prefill, ggml's `vec_dot` order for fewer tokens
-    prefill_q4_0 => panels_q4_0, super::avx2_tile::run_q4_0;
-    prefill_iq4_nl => panels_iq4_nl, super::avx2_tile::run_iq4_nl;
-    prefill_mxfp4 => panels_mxfp4, super::avx2_tile::run_mxfp4;
-    prefill_q5_0 => panels_q5_0, super::avx2_tile::run_q5_0;
-    prefill_q8_0 => panels_q8_0, super::avx2_tile::run_q8_0;
-}
-
-fn tile(run: TileFn) -> Option<TileKernel> {
-    super::avx512::has_vnni().then_some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, cols: T, batch: None })
+    // the chain order for prefill, ggml's `vec_dot` order (`avx512_tile`) for fewer tokens
+    prefill_q4_0 => pair_panels_q4_0, super::avx512_tile::run_q4_0;
+    prefill_iq4_nl => pair_panels_iq4_nl, super::avx512_tile::run_iq4_nl;
+    prefill_mxfp4 => pair_panels_mxfp4, super::avx512_tile::run_mxfp4;
+    prefill_q5_0 => pair_panels_q5_0, super::avx512_tile::run_q5_0;
+    prefill_q8_0 => pair_panels_q8_0, super::avx512_tile::run_q8_0;
 }
 
 /// The chain order for every token count (`quant::row_chain`: Q4_0, IQ4_NL, MXFP4), or `None`.
 pub(super) fn kernel_chain(ty: GgmlType) -> Option<TileKernel> {
-    tile(match ty {
+    let run: TileFn = match ty {
         GgmlType::Q4_0 => chain_all_q4_0,
         GgmlType::IQ4_NL => chain_all_iq4_nl,
         GgmlType::MXFP4 => chain_all_mxfp4,
         _ => return None,
-    })
+    };
+    super::avx512::has_vnni().then_some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, cols: T, batch: None })
 }
 
 /// The chain order from `PANEL_TOKENS` tokens and ggml's `vec_dot` order below (Q4_0, IQ4_NL,
-/// MXFP4: llama.cpp's bits for prefill; Q5_0, Q8_0: the fast mode), or `None`.
+/// MXFP4: llama.cpp's bits for prefill; Q5_0, Q8_0: the fast mode), over `avx512_tile`'s
+/// activation layout, or `None`.
 pub(super) fn kernel_prefill(ty: GgmlType) -> Option<TileKernel> {
-    tile(match ty {
+    let run: TileFn = match ty {
         GgmlType::Q4_0 => prefill_q4_0,
         GgmlType::IQ4_NL => prefill_iq4_nl,
         GgmlType::MXFP4 => prefill_mxfp4,
         GgmlType::Q5_0 => prefill_q5_0,
         GgmlType::Q8_0 => prefill_q8_0,
         _ => return None,
-    })
+    };
+    let (_, prep) = super::avx512_tile::parts(ty)?;
+    Some(TileKernel { run, act_bytes: super::avx512_tile::packed_bytes, prep: Some(prep), cols: T, batch: None })
+}
+
+/// The panels' fallbacks (rows too far apart for gathers) of `kernel_prefill(ty)` and
+/// `kernel_chain(ty)`, for the tests.
+#[cfg(test)]
+pub(super) fn fallbacks(ty: GgmlType) -> (TileFn, Option<TileFn>) {
+    match ty {
+        GgmlType::Q4_0 => (pairs_q4_0, Some(chain_q4_0)),
+        GgmlType::IQ4_NL => (pairs_iq4_nl, Some(chain_iq4_nl)),
+        GgmlType::MXFP4 => (pairs_mxfp4, Some(chain_mxfp4)),
+        GgmlType::Q5_0 => (pairs_q5_0, None),
+        _ => (pairs_q8_0, None),
+    }
 }

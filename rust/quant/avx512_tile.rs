@@ -34,7 +34,7 @@ use core::ptr::read_unaligned;
 pub(super) const PAIR: usize = 192;
 
 /// Packed bytes of one token of `n` elements.
-fn packed_bytes(n: usize) -> usize {
+pub(super) fn packed_bytes(n: usize) -> usize {
     (n / 32).div_ceil(2) * PAIR
 }
 
@@ -43,14 +43,21 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
     if !has_avx512() {
         return None;
     }
-    use GgmlType::*;
     if let Some(k) = super::avx512::tile_kernel(ty) {
         return Some(k);
     }
+    let (run, prep) = parts(ty)?;
+    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), cols: COLS, batch: None })
+}
+
+/// The VNNI tile kernel of a 32-element type and the preparation of its packed activation
+/// layout ([`PAIR`]), or `None` (no VNNI, another type).
+pub(super) fn parts(ty: GgmlType) -> Option<(super::tile::TileFn, super::tile::PrepFn)> {
+    use GgmlType::*;
     if !has_vnni() {
         return None;
     }
-    let (run, prep): (super::tile::TileFn, super::tile::PrepFn) = match ty {
+    Some(match ty {
         Q8_0 => (run_q8_0, prep_q8_0::<7>),
         Q5_0 => (run_q5_0, prep_q8_0::<4>),
         Q4_0 => (run_q4_0, prep_q8_0::<3>),
@@ -59,8 +66,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q4_1 => (run_q4_1, prep_q8_1),
         Q5_1 => (run_q5_1, prep_q8_1),
         _ => return None,
-    };
-    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), cols: COLS, batch: None })
+    })
 }
 
 /// Register tiles (weight rows × tokens), measured on Sapphire/Emerald Rapids (`tile_shapes`):
@@ -413,7 +419,7 @@ macro_rules! tiles {
             }
         }
         #[allow(clippy::too_many_arguments)]
-        fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
+        pub(super) fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
             if n <= SHORT_N {
                 drive::<$tile, 1, COLS, GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)
             } else {

@@ -448,7 +448,8 @@ fn batch_tile_speed() {
 
 /// The 16-row lane panels in the block-chain order (`avx512_chain`): from `PANEL_TOKENS`
 /// tokens against the scalar chain dot, below it against the row kernels' own order (the
-/// chain for `kernel_chain`, ggml's `vec_dot` for `kernel_prefill`); random and extreme
+/// chain for `kernel_chain` over Q8_0 rows, ggml's `vec_dot` for `kernel_prefill` over
+/// `avx512_tile`'s packed pairs); random and extreme
 /// blocks (-128 bytes, all-ones nibbles and high bits, MXFP4's subnormal exponents), rows
 /// past one and two panels, padded strides.
 #[cfg(target_arch = "x86_64")]
@@ -464,7 +465,7 @@ fn chain_panels_equal_scalar_chain_dots_bit_for_bit() {
     let mut panels = 0;
     for ty in [Q4_0, IQ4_NL, MXFP4, Q5_0, Q8_0] {
         let chain = super::scalar::dot_chain(ty).expect("chain reference");
-        let vec = dot_fn_for(ty, Isa::Avx2).expect("vec_dot kernel");
+        let vec = dot_fn_for(ty, Isa::Avx512).expect("vec_dot kernel");
         let prefill = kernel_prefill(ty).expect("prefill kernel");
         for n in [32usize, 640, 2048] {
             for (rows, cols) in [(1, 16), (5, 16), (16, 17), (17, 20), (33, 35), (3, 15), (16, 1)] {
@@ -482,8 +483,15 @@ fn chain_panels_equal_scalar_chain_dots_bit_for_bit() {
                     let (q, qs, a, as_) = tokens(ty, &prefill, n, cols, 8, &mut rng, extreme);
                     let want = if cols >= PANEL_TOKENS { chain } else { vec };
                     check("prefill", ty, prefill.run, want, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                    let (pairs_fallback, chain_fallback) = super::avx512_chain::fallbacks(ty);
+                    check("prefill-fallback", ty, pairs_fallback, chain, n, &w, ws, rows, &q, qs, &a, as_, cols);
                     if let Some(k) = kernel_chain(ty) {
+                        // (its own activation layout: Q8_0 rows)
+                        let (q, qs, a, as_) = tokens(ty, &k, n, cols, 8, &mut rng, extreme);
                         check("chain", ty, k.run, chain, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                        if let Some(f) = chain_fallback {
+                            check("chain-fallback", ty, f, chain, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                        }
                     }
                     panels += usize::from(cols >= PANEL_TOKENS);
                 }
