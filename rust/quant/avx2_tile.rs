@@ -23,16 +23,16 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         return None;
     }
     use GgmlType::*;
-    let (run, cols): (TileFn, usize) = match ty {
-        Q8_0 => (run_q8_0, 4),
-        Q5_0 => (run_q5_0, 4),
-        Q4_0 => (run_q4_0, 4),
-        IQ4_NL => (run_iq4_nl, 4),
-        MXFP4 => (run_mxfp4, 4),
-        Q4_1 => (run_q4_1, 4),
-        Q5_1 => (run_q5_1, 4),
-        Q4_K => (run_q4_k, 4),
-        Q6_K => (run_q6_k, 4),
+    let run: TileFn = match ty {
+        Q8_0 => run_q8_0,
+        Q5_0 => run_q5_0,
+        Q4_0 => run_q4_0,
+        IQ4_NL => run_iq4_nl,
+        MXFP4 => run_mxfp4,
+        Q4_1 => run_q4_1,
+        Q5_1 => run_q5_1,
+        Q4_K => run_q4_k,
+        Q6_K => run_q6_k,
         _ => return None,
     };
     let act_bytes: fn(usize) -> usize = match vec_dot_type(ty) {
@@ -45,7 +45,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q6_K => Some(run_q6_k_tiled),
         _ => None,
     };
-    Some(TileKernel { run, act_bytes, prep: None, cols, batch })
+    Some(TileKernel { run, act_bytes, prep: None, batch })
 }
 
 /// The AVX2 tile kernel in the order of llama.cpp's repacked rows-of-8 kernels for `ty`
@@ -60,7 +60,7 @@ pub(super) fn kernel_chain(ty: GgmlType) -> Option<TileKernel> {
         GgmlType::MXFP4 => run_mxfp4x8,
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, cols: 4, batch: None })
+    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, batch: None })
 }
 
 macro_rules! tiles {

@@ -54,8 +54,6 @@ pub struct TileKernel {
     pub act_bytes: fn(usize) -> usize,
     /// `None`: `run` reads `vec_dot_type(ty)` rows as they are; else the conversion to its layout.
     pub prep: Option<PrepFn>,
-    /// Tokens per register tile (callers give it multiples of this where they can).
-    pub cols: usize,
     /// The kernel in llama.cpp's batch order, for the first `batch_tokens(ty, n)` tokens of a
     /// matmul (Q4_K, Q6_K; same activation layout as `run`).
     pub batch: Option<TileFn>,
