@@ -507,4 +507,29 @@ mod tests {
             }
         }
     }
+
+    /// Decode (one token) GB/s of whole matmuls on a 2-thread pool over matrices far larger
+    /// than the caches, by type and shape (`-- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn decode_bandwidth_two_threads() {
+        let mut seed = 5u64;
+        let pool = ThreadPool::new(2);
+        for (ty, n_in, n_out) in [(GgmlType::Q6_K, 2048, 128256), (GgmlType::Q4_K, 2048, 8192 * 24), (GgmlType::Q4_K, 8192, 2048 * 24), (GgmlType::Q6_K, 8192, 2048 * 12)] {
+            let data = random_matrix(ty, n_in, n_out, &mut seed);
+            let Some(dot) = quant::dot_fn(ty) else { continue };
+            // SAFETY: `data` outlives `w`.
+            let w = unsafe { Weight::new(ty, n_in, n_out, &data, dot) };
+            let x: Vec<f32> = (0..n_in).map(|_| (rng(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
+            let mut out = vec![0f32; n_out];
+            let mut scratch = Scratch::default();
+            let mut best = f64::MAX;
+            for _ in 0..8 {
+                let t = std::time::Instant::now();
+                matmul(&pool, &w, &x, 1, &mut out, &mut scratch);
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            eprintln!("{} {n_in}x{n_out}: {:.1} GB/s ({:.1} ms)", ty.name(), data.len() as f64 / best / 1e9, best * 1e3);
+        }
+    }
 }
