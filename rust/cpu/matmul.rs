@@ -3,16 +3,21 @@
 //! element is one integer dot product.
 //!
 //! Types with a tile kernel (`quant::tile`: R weight rows × C tokens per register tile) split
-//! the rows across the pool, whatever the number of tokens:
-//! - one token (decode): several rows in flight per kernel call, weights prefetched ahead;
-//!   each task writes its own contiguous run of outputs;
-//! - several tokens: the tokens are quantized first (split across the pool when there are
-//!   many), then each task runs its rows against every token into a per-thread
-//!   `[tokens × rows]` buffer (at most `TASK_OUT_BYTES`: more tasks when the product is
-//!   large) and copies it into place. Every weight byte is read by one task, and the packed
-//!   batch kernels (`quant::avx512_packed`, `quant::avx512_chain`) repack each 16-row panel
-//!   once per matmul rather than once per token range: splitting the tokens instead spent 10%
-//!   of a 1.5B model's pp512 repacking (2 threads; 3.6% this way).
+//! the work by shape:
+//! - one token (decode): rows split across the pool, several rows in flight per kernel call,
+//!   weights prefetched ahead; each task writes its own contiguous run of outputs;
+//! - enough tokens for every thread (prefill), kernels that do not repack: tokens split
+//!   across the pool, each task quantizes its own tokens and runs all rows, writing whole
+//!   output rows `[t0..t1, 0..n_out]` (no shared cache lines between tasks);
+//! - a few tokens, and kernels that repack 16-row weight panels per call
+//!   (`TileKernel::packs`: `quant::avx512_packed`, `quant::avx512_chain`): the tokens are
+//!   quantized first (split across the pool when there are many), then rows split, each task
+//!   running its rows against every token into a per-thread `[tokens × rows]` buffer (at most
+//!   `TASK_OUT_BYTES`: more tasks when the product is large) copied into place. Each panel is
+//!   then repacked once per matmul rather than once per token range: splitting the tokens
+//!   spent 10% of a 1.5B model's pp512 repacking (2 threads; 3.6% this way). The F16 encoder
+//!   tiles measured faster with the tokens split (all-MiniLM-L6-v2 in-process 243–265 vs
+//!   209–257 sentences/s), Gemma 3's Q5_0 tiles the same either way.
 //!
 //! A tile kernel's element is bit-identical to the type's `DotFn`, so a token's output does
 //! not depend on the split or the batch composition. The one exception is llama.cpp's own:
@@ -263,6 +268,41 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
     let kernel = |b: bool| if b { batch } else { run };
     let n_threads = pool.n_threads();
 
+    if !k.packs && n_tokens > 1 && n_tokens >= n_threads * TOKEN_TILE {
+        // Prefill: tokens split (two tasks per thread); each task quantizes its own tokens
+        // and runs every row
+        let per = n_tokens.div_ceil(n_threads * 2).next_multiple_of(TOKEN_TILE);
+        let n_tasks = n_tokens.div_ceil(per);
+        let (qp, pp, op) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()), SendPtr(out.as_mut_ptr()));
+        let has_prep = k.prep.is_some();
+        pool.run(n_tasks, |c| {
+            // the whole wrappers (Sync), not their raw pointer fields
+            let (qp, pp, op) = (qp, pp, op);
+            let t0 = c * per;
+            let t1 = (t0 + per).min(n_tokens);
+            let nt = t1 - t0;
+            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row), p bytes
+            // [t0·a_row, t1·a_row) and outputs [t0·n_out, t1·n_out), all within the buffers
+            // sized above (and `out` by the assert in `matmul`).
+            let (q, p, o) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), nt * q_row),
+                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), nt * a_row) } else { &mut [][..] },
+                    std::slice::from_raw_parts_mut(op.0.add(t0 * n_out), nt * n_out),
+                )
+            };
+            prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
+            let a: &[u8] = if has_prep { p } else { q };
+            // each run of tokens in one of llama.cpp's orders
+            order.runs(t0, t1, |ta, tb, b| {
+                let (a, o) = (&a[(ta - t0) * a_row..], &mut o[(ta - t0) * n_out..]);
+                kernel(b)(n, w.bytes(), w.row_bytes, n_out, a, a_row, tb - ta, o, n_out);
+            });
+        });
+        return;
+    }
+
+    // Rows split (decode, few tokens, kernels that repack panels).
     // the tokens' activations: split across the pool when there are enough of them
     let has_prep = k.prep.is_some();
     if n_tokens >= QUANT_TASK_TOKENS * n_threads && n_threads > 1 {

@@ -45,7 +45,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         Q6_K => Some(run_q6_k_tiled),
         _ => None,
     };
-    Some(TileKernel { run, act_bytes, prep: None, batch })
+    Some(TileKernel { run, act_bytes, prep: None, packs: false, batch })
 }
 
 /// The AVX2 tile kernel in the order of llama.cpp's repacked rows-of-8 kernels for `ty`
@@ -60,7 +60,7 @@ pub(super) fn kernel_chain(ty: GgmlType) -> Option<TileKernel> {
         GgmlType::MXFP4 => run_mxfp4x8,
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, batch: None })
+    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, packs: false, batch: None })
 }
 
 macro_rules! tiles {

@@ -529,7 +529,7 @@ pub(super) fn tile_kernel(ty: GgmlType) -> Option<TileKernel> {
         (GgmlType::Q6_K, true) => (run_q6_k_vnni, super::avx512_packed::run_q6_k_tiled_packed),
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, batch: Some(batch) })
+    Some(TileKernel { run, act_bytes: |n| GgmlType::Q8_K.row_bytes(n), prep: None, packs: vnni, batch: Some(batch) })
 }
 
 /// The plain (non-VNNI) K-quant tiles, for tests on VNNI machines.

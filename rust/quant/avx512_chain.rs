@@ -309,7 +309,7 @@ pub(super) fn kernel_chain(ty: GgmlType) -> Option<TileKernel> {
         GgmlType::MXFP4 => chain_all_mxfp4,
         _ => return None,
     };
-    super::avx512::has_vnni().then_some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, batch: None })
+    super::avx512::has_vnni().then_some(TileKernel { run, act_bytes: |n| GgmlType::Q8_0.row_bytes(n), prep: None, packs: true, batch: None })
 }
 
 /// The chain order from `PANEL_TOKENS` tokens and ggml's `vec_dot` order below (Q4_0, IQ4_NL,
@@ -325,7 +325,7 @@ pub(super) fn kernel_prefill(ty: GgmlType) -> Option<TileKernel> {
         _ => return None,
     };
     let (_, prep) = super::avx512_tile::parts(ty)?;
-    Some(TileKernel { run, act_bytes: super::avx512_tile::packed_bytes, prep: Some(prep), batch: None })
+    Some(TileKernel { run, act_bytes: super::avx512_tile::packed_bytes, prep: Some(prep), packs: true, batch: None })
 }
 
 /// The panels' fallbacks (rows too far apart for gathers) of `kernel_prefill(ty)` and

@@ -498,5 +498,5 @@ pub(super) fn iq_kernel(ty: GgmlType) -> Option<TileKernel> {
         IQ1_M => (vec_iq1_m, run_iq1_m_packed),
         _ => return None,
     };
-    Some(TileKernel { run, act_bytes: |n| Q8_K.row_bytes(n), prep: None, batch: Some(batch) })
+    Some(TileKernel { run, act_bytes: |n| Q8_K.row_bytes(n), prep: None, packs: true, batch: Some(batch) })
 }

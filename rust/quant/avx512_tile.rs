@@ -47,7 +47,7 @@ pub(super) fn kernel(ty: GgmlType) -> Option<TileKernel> {
         return Some(k);
     }
     let (run, prep) = parts(ty)?;
-    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), batch: None })
+    Some(TileKernel { run, act_bytes: packed_bytes, prep: Some(prep), packs: false, batch: None })
 }
 
 /// The VNNI tile kernel of a 32-element type and the preparation of its packed activation

@@ -39,7 +39,7 @@ pub(super) fn kernel(ty: GgmlType, isa: Isa) -> Option<TileKernel> {
     // F16 activations (already rounded to f16) are widened to f32 once per token, so the
     // tiles convert only the weights
     let prep: Option<PrepFn> = if ty == GgmlType::F16 { Some(widen_f16) } else { None };
-    Some(TileKernel { run, act_bytes: |n| 4 * n, prep, batch: Some(batch) })
+    Some(TileKernel { run, act_bytes: |n| 4 * n, prep, packs: false, batch: Some(batch) })
 }
 
 fn widen_f16(n: usize, q: &[u8], out: &mut [u8]) {

@@ -54,6 +54,10 @@ pub struct TileKernel {
     pub act_bytes: fn(usize) -> usize,
     /// `None`: `run` reads `vec_dot_type(ty)` rows as they are; else the conversion to its layout.
     pub prep: Option<PrepFn>,
+    /// Whether the kernel repacks weight panels per call for several tokens (`avx512_packed`,
+    /// `avx512_chain`): a matmul then splits its rows across the pool (each panel packed
+    /// once); otherwise a prefill splits its tokens.
+    pub packs: bool,
     /// The kernel in llama.cpp's batch order, for the first `batch_tokens(ty, n)` tokens of a
     /// matmul (Q4_K, Q6_K; same activation layout as `run`).
     pub batch: Option<TileFn>,
