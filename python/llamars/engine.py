@@ -17,14 +17,12 @@ from .results import GenerationResult, Stream
 
 Prompt = Union[str, Sequence[int]]
 
-
 _ASYNC_LOCK = threading.Lock()
 _log = logging.getLogger("llamars")
 
 
 def generation_defaults() -> Dict[str, Any]:
-    """Every generation field `Engine.stream` / `generate` take, with its default (defined
-    once, in the core)."""
+    """Every generation field `Engine.stream` / `generate` take, with its default (from the core)."""
     return {name: default for name, _kind, _group, default, _help in _core.generation_fields()}
 
 
@@ -51,10 +49,7 @@ class Engine:
     stay exactly those without it. Per call, `speculative={"n_max": 8, "n_min": 0}` (or False).
     `cache_type_k` / `cache_type_v` (llama-server's `-ctk` / `-ctv`: f16, q8_0, q4_0, …) and
     `flash_attn` ("on", "off", "auto") choose the KV cache's types and attention path.
-    `exact` chooses the matmuls' arithmetic orders: None (as `LLAMARS_EXACT` says, by default
-    llama.cpp's bits except where they cost speed), True (llama.cpp's orders everywhere,
-    `LLAMARS_EXACT=1`), False (the fast mode, `LLAMARS_EXACT=0`: faster prompt processing on
-    AVX-512 machines, results within llama.cpp's in the last bits, not equal to them).
+    `exact`: None (as `LLAMARS_EXACT`), True (llama.cpp's orders everywhere), False (fast mode).
     `lora` (GGUF adapter files, or (file, scale) pairs) loads LoRA adapters, applied at
     those scales (0 with `lora_init_without_apply`) unless a call's `lora=[{"id", "scale"}]`
     (or `{id: scale}`) says otherwise; `control_vectors` likewise, over
@@ -93,7 +88,7 @@ class Engine:
         progress: Optional[bool] = None,
     ) -> None:
         check_sizes(n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_ubatch, n_parallel=n_parallel, n_threads=n_threads,
-                    cache_reuse=cache_reuse, cache_ram=cache_ram, draft_model=draft_model, draft_n_ctx=draft_n_ctx)
+                    cache_reuse=cache_reuse, cache_ram=cache_ram, draft_model=draft_model, draft_n_ctx=draft_n_ctx, exact=exact)
         spec = spec_config(speculative)
         if draft_model is not None and speculative is None:
             spec = ("draft-simple",) + spec[1:]
@@ -101,8 +96,6 @@ class Engine:
         adapters = adapter_args(lora, lora_init_without_apply, control_vectors, control_vector_layer_range)
         if main_gpu < 0:
             raise InvalidRequestError(f"main_gpu must be >= 0, got {main_gpu}")
-        if exact is not None and not isinstance(exact, bool):
-            raise InvalidRequestError(f"exact must be True, False or None, got {exact!r}")
         self.model_path = os.fspath(model)
         # progress: a spinner with the elapsed time while the core maps and binds the
         # model (None = only in a notebook or on a terminal, and only if it takes > 0.3 s)
@@ -127,8 +120,7 @@ class Engine:
                 os.fspath(draft_model) if draft_model is not None else None,
                 draft_n_ctx,
                 *adapters,
-                str(cache_type_k), str(cache_type_v), str(flash_attn),
-                exact,
+                str(cache_type_k), str(cache_type_v), str(flash_attn), exact,
             )
         self.info = self._core.info()
         if ngl != 0 and self.info["n_gpu_layers_offloaded"] == 0:

@@ -12,8 +12,9 @@ from .errors import InvalidRequestError
 ALL_LAYERS = 1 << 30
 
 
-def check_sizes(*, n_ctx, n_batch, n_ubatch, n_parallel, n_threads, cache_reuse, cache_ram, draft_model, draft_n_ctx) -> None:
-    """The sizes `Engine` takes, each refused with what it must be."""
+def check_sizes(*, n_ctx, n_batch, n_ubatch, n_parallel, n_threads, cache_reuse, cache_ram, draft_model, draft_n_ctx,
+                exact=None) -> None:
+    """The sizes (and the other plain settings) `Engine` takes, each refused with what it must be."""
     for name, v, lo, what in (("n_ctx", n_ctx, 0, " (0 = the model's training context)"), ("n_batch", n_batch, 1, ""),
                               ("n_ubatch", n_ubatch, 1, ""), ("n_parallel", n_parallel, 1, ""),
                               ("n_threads", 1 if n_threads is None else n_threads, 1, ""), ("cache_reuse", cache_reuse, 0, ""),
@@ -24,6 +25,8 @@ def check_sizes(*, n_ctx, n_batch, n_ubatch, n_parallel, n_threads, cache_reuse,
         raise InvalidRequestError(f"draft_model: must be a GGUF file path, got {draft_model!r}")
     if isinstance(draft_n_ctx, bool) or not isinstance(draft_n_ctx, int) or draft_n_ctx < 0:
         raise InvalidRequestError(f"draft_n_ctx must be >= 0 (0: the model's context), got {draft_n_ctx!r}")
+    if exact is not None and not isinstance(exact, bool):
+        raise InvalidRequestError(f"exact must be True, False or None, got {exact!r}")
 
 
 def gpu_layers(n: Union[int, str, None]) -> int:

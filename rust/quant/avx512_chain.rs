@@ -232,8 +232,8 @@ fallbacks! { each_dot_pairs:
     pairs_q4_0 => super::scalar::dot_q4_0_q8_0_chain;
     pairs_iq4_nl => super::scalar_k::dot_iq4_nl_q8_0_chain;
     pairs_mxfp4 => super::scalar_k::dot_mxfp4_q8_0_chain;
-    pairs_q5_0 => super::scalar::dot_q5_0_q8_0_chain;
-    pairs_q8_0 => super::scalar::dot_q8_0_q8_0_chain;
+    pairs_q5_0 => super::scalar_k::dot_q5_0_q8_0_chain;
+    pairs_q8_0 => super::scalar_k::dot_q8_0_q8_0_chain;
 }
 
 /// Fallbacks for the packed-pair layout: the element's bytes and scale as a Q8_0 row first.

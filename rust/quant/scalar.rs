@@ -215,8 +215,8 @@ pub fn dot_chain(ty: GgmlType) -> Option<DotFn> {
         GgmlType::IQ4_NL => Some(super::scalar_k::dot_iq4_nl_q8_0_chain),
         GgmlType::MXFP4 => Some(super::scalar_k::dot_mxfp4_q8_0_chain),
         // the fast mode's order; no llama.cpp kernel has it for these two
-        GgmlType::Q5_0 => Some(dot_q5_0_q8_0_chain),
-        GgmlType::Q8_0 => Some(dot_q8_0_q8_0_chain),
+        GgmlType::Q5_0 => Some(super::scalar_k::dot_q5_0_q8_0_chain),
+        GgmlType::Q8_0 => Some(super::scalar_k::dot_q8_0_q8_0_chain),
         _ => None,
     }
 }
@@ -372,28 +372,6 @@ pub fn dot_q4_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
     for (wb, ab) in w.chunks_exact(18).zip(a.chunks_exact(34)).take(n / 32) {
         let v = nibbles(&wb[2..18]);
         let s: i32 = (0..32).map(|j| (v[j] - 8) * ab[2 + j] as i8 as i32).sum();
-        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
-    }
-    acc
-}
-
-/// Q5_0 in the block-chain order of `dot_q4_0_q8_0_chain` (no llama.cpp kernel has it: the
-/// order of llamars' fast mode, `quant::Exactness::Fast`).
-pub fn dot_q5_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
-    for (wb, ab) in w.chunks_exact(22).zip(a.chunks_exact(34)).take(n / 32) {
-        let v = q5_0_values(wb);
-        let s: i32 = (0..32).map(|j| v[j] as i32 * ab[2 + j] as i8 as i32).sum();
-        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
-    }
-    acc
-}
-
-/// Q8_0 in the block-chain order (the fast mode's, as [`dot_q5_0_q8_0_chain`]).
-pub fn dot_q8_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
-    let mut acc = 0f32;
-    for (wb, ab) in w.chunks_exact(34).zip(a.chunks_exact(34)).take(n / 32) {
-        let s: i32 = (0..32).map(|j| wb[2 + j] as i8 as i32 * ab[2 + j] as i8 as i32).sum();
         acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
     }
     acc

@@ -386,6 +386,28 @@ pub fn dot_iq4_nl_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
     NL_IQ4.dot_chain(n, w, a)
 }
 
+/// Q5_0 in the block-chain order of `scalar::dot_q4_0_q8_0_chain` (no llama.cpp kernel has it: the
+/// order of llamars' fast mode, `quant::Exactness::Fast`).
+pub fn dot_q5_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(22).zip(a.chunks_exact(34)).take(n / 32) {
+        let v = super::scalar::q5_0_values(wb);
+        let s: i32 = (0..32).map(|j| v[j] as i32 * ab[2 + j] as i8 as i32).sum();
+        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
+    }
+    acc
+}
+
+/// Q8_0 in the block-chain order (the fast mode's, as [`dot_q5_0_q8_0_chain`]).
+pub fn dot_q8_0_q8_0_chain(n: usize, w: &[u8], a: &[u8]) -> f32 {
+    let mut acc = 0f32;
+    for (wb, ab) in w.chunks_exact(34).zip(a.chunks_exact(34)).take(n / 32) {
+        let s: i32 = (0..32).map(|j| wb[2 + j] as i8 as i32 * ab[2 + j] as i8 as i32).sum();
+        acc = (s as f32).mul_add(read_f16(wb, 0) * read_f16(ab, 0), acc);
+    }
+    acc
+}
+
 // block_mxfp4 { u8 e; u8 qs[16]; } = 17 bytes; element j: kvalues_mxfp4[qs[j] & 15] · 2^(e-128),
 // j+16: the high nibble.
 
