@@ -249,6 +249,36 @@ fn prepare(vt: GgmlType, k: &TileKernel, n: usize, x: &[f32], q: &mut [u8], q_ro
     }
 }
 
+/// One matmul's activation buffers (`Scratch::q`, and `Scratch::p` when the kernel repacks
+/// activations), shared by tasks that each own a range of tokens.
+#[derive(Clone, Copy)]
+struct TokenRows {
+    q: SendPtr<u8>,
+    p: SendPtr<u8>,
+    q_row: usize,
+    a_row: usize,
+    has_prep: bool,
+}
+
+impl TokenRows {
+    /// Quantizes tokens `t0..t1` of `x` ([tokens, n]) into their rows and returns their
+    /// kernel input ([t1 - t0, a_row]).
+    /// # Safety
+    /// The buffers hold at least `t1` tokens, and no other task touches tokens `t0..t1`
+    /// while the returned slice lives.
+    unsafe fn prepare<'a>(self, vt: GgmlType, k: &TileKernel, n: usize, x: &[f32], t0: usize, t1: usize) -> &'a [u8] {
+        let nt = t1 - t0;
+        let q = std::slice::from_raw_parts_mut(self.q.0.add(t0 * self.q_row), nt * self.q_row);
+        let p = if self.has_prep { std::slice::from_raw_parts_mut(self.p.0.add(t0 * self.a_row), nt * self.a_row) } else { &mut [][..] };
+        prepare(vt, k, n, &x[t0 * n..t1 * n], q, self.q_row, p, self.a_row);
+        if self.has_prep {
+            p
+        } else {
+            q
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_tokens: usize, out: &mut [f32], s: &mut Scratch, order: Order) {
     let (n, n_out) = (w.n_in, w.n_out);
@@ -267,32 +297,22 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
     let batch = k.batch.unwrap_or(run);
     let kernel = |b: bool| if b { batch } else { run };
     let n_threads = pool.n_threads();
+    let acts = TokenRows { q: SendPtr(s.q.as_mut_ptr()), p: SendPtr(s.p[p_off..].as_mut_ptr()), q_row, a_row, has_prep: k.prep.is_some() };
 
     if !k.packs && n_tokens > 1 && n_tokens >= n_threads * TOKEN_TILE {
         // Prefill: tokens split (two tasks per thread); each task quantizes its own tokens
         // and runs every row
         let per = n_tokens.div_ceil(n_threads * 2).next_multiple_of(TOKEN_TILE);
         let n_tasks = n_tokens.div_ceil(per);
-        let (qp, pp, op) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()), SendPtr(out.as_mut_ptr()));
-        let has_prep = k.prep.is_some();
+        let op = SendPtr(out.as_mut_ptr());
         pool.run(n_tasks, |c| {
             // the whole wrappers (Sync), not their raw pointer fields
-            let (qp, pp, op) = (qp, pp, op);
+            let (acts, op) = (acts, op);
             let t0 = c * per;
             let t1 = (t0 + per).min(n_tokens);
-            let nt = t1 - t0;
-            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row), p bytes
-            // [t0·a_row, t1·a_row) and outputs [t0·n_out, t1·n_out), all within the buffers
-            // sized above (and `out` by the assert in `matmul`).
-            let (q, p, o) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), nt * q_row),
-                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), nt * a_row) } else { &mut [][..] },
-                    std::slice::from_raw_parts_mut(op.0.add(t0 * n_out), nt * n_out),
-                )
-            };
-            prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
-            let a: &[u8] = if has_prep { p } else { q };
+            // SAFETY: task c alone touches tokens t0..t1: their activation rows (`acts` holds
+            // n_tokens) and outputs [t0·n_out, t1·n_out) (within `out` by `matmul`'s assert).
+            let (a, o) = unsafe { (acts.prepare(vt, k, n, x, t0, t1), std::slice::from_raw_parts_mut(op.0.add(t0 * n_out), (t1 - t0) * n_out)) };
             // each run of tokens in one of llama.cpp's orders
             order.runs(t0, t1, |ta, tb, b| {
                 let (a, o) = (&a[(ta - t0) * a_row..], &mut o[(ta - t0) * n_out..]);
@@ -302,30 +322,21 @@ fn matmul_tiled(pool: &ThreadPool, w: &Weight, k: &TileKernel, x: &[f32], n_toke
         return;
     }
 
-    // Rows split (decode, few tokens, kernels that repack panels).
-    // the tokens' activations: split across the pool when there are enough of them
-    let has_prep = k.prep.is_some();
+    // Rows split (decode, few tokens, kernels that repack panels); the activations first,
+    // split across the pool when there are enough tokens
     if n_tokens >= QUANT_TASK_TOKENS * n_threads && n_threads > 1 {
         let per = n_tokens.div_ceil(n_threads);
-        let (qp, pp) = (SendPtr(s.q.as_mut_ptr()), SendPtr(s.p[p_off..].as_mut_ptr()));
         pool.run(n_tokens.div_ceil(per), |c| {
-            // the whole wrappers (Sync), not their raw pointer fields
-            let (qp, pp) = (qp, pp);
-            let (t0, t1) = (c * per, ((c + 1) * per).min(n_tokens));
-            // SAFETY: task c alone touches tokens t0..t1: q bytes [t0·q_row, t1·q_row) and p
-            // bytes [t0·a_row, t1·a_row), within the buffers sized above.
-            let (q, p) = unsafe {
-                (
-                    std::slice::from_raw_parts_mut(qp.0.add(t0 * q_row), (t1 - t0) * q_row),
-                    if has_prep { std::slice::from_raw_parts_mut(pp.0.add(t0 * a_row), (t1 - t0) * a_row) } else { &mut [][..] },
-                )
-            };
-            prepare(vt, k, n, &x[t0 * n..t1 * n], q, q_row, p, a_row);
+            #[allow(clippy::redundant_locals)]
+            let acts = acts;
+            // SAFETY: task c alone touches tokens c·per.. (`acts` holds n_tokens)
+            unsafe { acts.prepare(vt, k, n, x, c * per, ((c + 1) * per).min(n_tokens)) };
         });
     } else {
-        prepare(vt, k, n, &x[..n_tokens * n], &mut s.q, q_row, &mut s.p[p_off..], a_row);
+        // SAFETY: this thread alone touches the buffers, which hold n_tokens
+        unsafe { acts.prepare(vt, k, n, x, 0, n_tokens) };
     }
-    let a: &[u8] = if has_prep { &s.p[p_off..] } else { &s.q };
+    let a: &[u8] = if acts.has_prep { &s.p[p_off..] } else { &s.q };
     // a few tasks per thread (balance when a thread is descheduled), each at least 64 rows
     // (a task costs a pool hand-off; a decode row of 640 elements takes ~30 ns)
     let n_tasks = (n_out / 64).clamp(1, n_threads * 4);
@@ -492,58 +503,58 @@ mod tests {
             let Some(dot) = quant::dot_fn(ty) else { continue };
             // the default mode (or LLAMARS_EXACT's) and the fast mode
             for mode in [quant::Exactness::new(None), quant::Exactness::Fast] {
-            // SAFETY: `data` outlives `w`.
-            let w = unsafe { Weight::with_mode(ty, n_in, n_out, &data, dot, mode) };
-            let vt = quant::vec_dot_type(ty);
-            for n_tokens in [1usize, 2, 3, 9, 16, 17, 40] {
-                let x: Vec<f32> = (0..n_tokens * n_in).map(|_| (rng(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
-                // naive: out[t, r] = dot(w_r, quantize(x_t))
-                let mut want = vec![0f32; n_tokens * n_out];
-                let mut q = Vec::new();
-                let mut deq = vec![0f32; n_in];
-                let nb = quant::batch_tokens(ty, n_tokens);
-                // Q4_0 / IQ4_NL (and in the fast mode Q5_0 / Q8_0) from PANEL_TOKENS tokens:
-                // the chain order (`quant::prefill_kernel`)
-                let chain = quant::prefill_kernel(ty, n_out, mode).is_some() && !quant::row_chain(ty, n_out, mode) && n_tokens >= quant::PANEL_TOKENS;
-                for t in 0..n_tokens {
-                    activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
-                    // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
-                    let f = if chain {
-                        scalar::dot_chain(ty).unwrap_or(w.dot)
-                    } else if t < nb && w.dot_batch.is_some() {
-                        scalar::dot_batch(ty).unwrap_or(w.dot)
-                    } else {
-                        w.dot
-                    };
-                    for r in 0..n_out {
-                        want[t * n_out + r] = f(n_in, w.row(r), &q);
-                        // the scalar reference agrees up to f32 accumulation order
-                        let reference = scalar::dot(ty).unwrap_or(dot)(n_in, w.row(r), &q);
-                        w.dequantize_row(r, &mut deq);
-                        let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
-                        assert!((want[t * n_out + r] - reference).abs() <= 1e-4 * mag, "{} ({t}, {r})", ty.name());
+                // SAFETY: `data` outlives `w`.
+                let w = unsafe { Weight::with_mode(ty, n_in, n_out, &data, dot, mode) };
+                let vt = quant::vec_dot_type(ty);
+                for n_tokens in [1usize, 2, 3, 9, 16, 17, 40] {
+                    let x: Vec<f32> = (0..n_tokens * n_in).map(|_| (rng(&mut seed) % 2001) as f32 / 1000.0 - 1.0).collect();
+                    // naive: out[t, r] = dot(w_r, quantize(x_t))
+                    let mut want = vec![0f32; n_tokens * n_out];
+                    let mut q = Vec::new();
+                    let mut deq = vec![0f32; n_in];
+                    let nb = quant::batch_tokens(ty, n_tokens);
+                    // Q4_0 / IQ4_NL (and in the fast mode Q5_0 / Q8_0) from PANEL_TOKENS tokens:
+                    // the chain order (`quant::prefill_kernel`)
+                    let chain = quant::prefill_kernel(ty, n_out, mode).is_some() && !quant::row_chain(ty, n_out, mode) && n_tokens >= quant::PANEL_TOKENS;
+                    for t in 0..n_tokens {
+                        activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
+                        // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
+                        let f = if chain {
+                            scalar::dot_chain(ty).unwrap_or(w.dot)
+                        } else if t < nb && w.dot_batch.is_some() {
+                            scalar::dot_batch(ty).unwrap_or(w.dot)
+                        } else {
+                            w.dot
+                        };
+                        for r in 0..n_out {
+                            want[t * n_out + r] = f(n_in, w.row(r), &q);
+                            // the scalar reference agrees up to f32 accumulation order
+                            let reference = scalar::dot(ty).unwrap_or(dot)(n_in, w.row(r), &q);
+                            w.dequantize_row(r, &mut deq);
+                            let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
+                            assert!((want[t * n_out + r] - reference).abs() <= 1e-4 * mag, "{} ({t}, {r})", ty.name());
+                        }
+                    }
+                    for threads in [1usize, 2, 3] {
+                        let pool = ThreadPool::new(threads);
+                        let mut out = vec![f32::NAN; n_tokens * n_out + 5];
+                        let mut scratch = Scratch::default();
+                        matmul(&pool, &w, &x, n_tokens, &mut out, &mut scratch);
+                        for i in 0..n_tokens * n_out {
+                            assert_eq!(
+                                out[i].to_bits(),
+                                want[i].to_bits(),
+                                "{} tokens={n_tokens} threads={threads} (t {}, r {}): {} vs {}",
+                                ty.name(),
+                                i / n_out,
+                                i % n_out,
+                                out[i],
+                                want[i]
+                            );
+                        }
+                        assert!(out[n_tokens * n_out..].iter().all(|v| v.is_nan()), "wrote past the output");
                     }
                 }
-                for threads in [1usize, 2, 3] {
-                    let pool = ThreadPool::new(threads);
-                    let mut out = vec![f32::NAN; n_tokens * n_out + 5];
-                    let mut scratch = Scratch::default();
-                    matmul(&pool, &w, &x, n_tokens, &mut out, &mut scratch);
-                    for i in 0..n_tokens * n_out {
-                        assert_eq!(
-                            out[i].to_bits(),
-                            want[i].to_bits(),
-                            "{} tokens={n_tokens} threads={threads} (t {}, r {}): {} vs {}",
-                            ty.name(),
-                            i / n_out,
-                            i % n_out,
-                            out[i],
-                            want[i]
-                        );
-                    }
-                    assert!(out[n_tokens * n_out..].iter().all(|v| v.is_nan()), "wrote past the output");
-                }
-            }
             }
         }
     }
