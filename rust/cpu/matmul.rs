@@ -71,6 +71,10 @@ impl Weight {
     /// As [`Weight::new`].
     pub unsafe fn with_mode(ty: GgmlType, n_in: usize, n_out: usize, data: &[u8], dot: DotFn, mode: quant::Exactness) -> Weight {
         let w = Weight::plain(ty, n_in, n_out, data, dot);
+        if let Some(k) = quant::fast_float_kernel(ty, n_in, mode) {
+            // every token in the fast mode's bf16 order (no batch order, no row kernel)
+            return Weight { tile: Some(k), dot_rows: None, dot_batch: None, dot_batch_rows: None, ..w };
+        }
         match quant::chain_kernels(ty) {
             Some((dot, dot_rows, tile)) if quant::row_chain(ty, n_out, mode) => Weight { dot, dot_rows, tile, dot_batch: None, dot_batch_rows: None, ..w },
             _ => match quant::prefill_kernel(ty, n_out, mode) {
@@ -459,6 +463,12 @@ mod tests {
     /// A random weight matrix of `ty` with sane f16 scales: quantize random floats with the
     /// scalar reference quantizers where they exist, else random bytes through dequantize.
     fn random_matrix(ty: GgmlType, n_in: usize, n_out: usize, seed: &mut u64) -> Vec<u8> {
+        let mut val = || (rng(seed) % 2001) as f32 / 1000.0 - 1.0;
+        match ty {
+            GgmlType::F32 => return (0..n_in * n_out).flat_map(|_| val().to_le_bytes()).collect(),
+            GgmlType::F16 => return (0..n_in * n_out).flat_map(|_| crate::quant::f16::f32_to_f16(val()).to_le_bytes()).collect(),
+            _ => {}
+        }
         let (bs, ts) = ty.block();
         let mut v = vec![0u8; ty.row_bytes(n_in) * n_out];
         for b in v.chunks_exact_mut(ts) {
@@ -496,7 +506,7 @@ mod tests {
         let mut seed = 11u64;
         // (Q4_0 with 40 rows: llama.cpp's repacked rows-of-8 order, `quant::row_chain` /
         // `quant::prefill_kernel`)
-        let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40), (GgmlType::IQ2_XXS, 19), (GgmlType::IQ2_XS, 19), (GgmlType::IQ2_S, 19), (GgmlType::IQ3_XXS, 19), (GgmlType::IQ3_S, 19), (GgmlType::IQ1_S, 19), (GgmlType::IQ1_M, 19)];
+        let cases = [(GgmlType::Q5_0, 37), (GgmlType::Q8_0, 37), (GgmlType::Q4_K, 40), (GgmlType::Q6_K, 40), (GgmlType::Q4_0, 37), (GgmlType::Q4_0, 40), (GgmlType::IQ4_NL, 40), (GgmlType::Q5_1, 37), (GgmlType::Q3_K, 40), (GgmlType::IQ2_XXS, 19), (GgmlType::IQ2_XS, 19), (GgmlType::IQ2_S, 19), (GgmlType::IQ3_XXS, 19), (GgmlType::IQ3_S, 19), (GgmlType::IQ1_S, 19), (GgmlType::IQ1_M, 19), (GgmlType::F16, 40), (GgmlType::F32, 40)];
         for (ty, n_out) in cases {
             let n_in = if ty.block_size() == 256 { 512 } else { 96 };
             let data = random_matrix(ty, n_in, n_out, &mut seed);
@@ -516,10 +526,20 @@ mod tests {
                     // Q4_0 / IQ4_NL (and in the fast mode Q5_0 / Q8_0) from PANEL_TOKENS tokens:
                     // the chain order (`quant::prefill_kernel`)
                     let chain = quant::prefill_kernel(ty, n_out, mode).is_some() && !quant::row_chain(ty, n_out, mode) && n_tokens >= quant::PANEL_TOKENS;
+                    // F32 / F16 in the fast mode on AVX-512 BF16 machines: every token in bf16
+                    let bf16: Option<quant::DotFn> = quant::fast_float_kernel(ty, n_in, mode).map(|_| {
+                        if ty == GgmlType::F16 {
+                            quant::bf16_dot::dot::<true> as quant::DotFn
+                        } else {
+                            quant::bf16_dot::dot::<false>
+                        }
+                    });
                     for t in 0..n_tokens {
                         activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
                         // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
-                        let f = if chain {
+                        let f = if let Some(f) = bf16 {
+                            f
+                        } else if chain {
                             scalar::dot_chain(ty).unwrap_or(w.dot)
                         } else if t < nb && w.dot_batch.is_some() {
                             scalar::dot_batch(ty).unwrap_or(w.dot)
@@ -532,7 +552,9 @@ mod tests {
                             let reference = scalar::dot(ty).unwrap_or(dot)(n_in, w.row(r), &q);
                             w.dequantize_row(r, &mut deq);
                             let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
-                            assert!((want[t * n_out + r] - reference).abs() <= 1e-4 * mag, "{} ({t}, {r})", ty.name());
+                            // (bf16: 8 significant bits per factor)
+                            let tol = if bf16.is_some() { 1e-2 } else { 1e-4 };
+                            assert!((want[t * n_out + r] - reference).abs() <= tol * mag, "{} ({t}, {r})", ty.name());
                         }
                     }
                     for threads in [1usize, 2, 3] {

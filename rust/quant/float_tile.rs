@@ -66,11 +66,12 @@ unsafe fn widen8(n: usize, q: &[u8], out: &mut [u8], i: &mut usize) {
     }
 }
 
-/// Bounds shared by the kernels: the rows (`el` bytes per weight) and tokens (f32) whose
-/// `n` elements are all present.
-fn present_f32(n: usize, el: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize) -> (usize, usize) {
+/// Bounds shared by the kernels: the rows (`el` bytes per weight) and tokens (`ael` bytes per
+/// activation) whose `n` elements are all present.
+#[allow(clippy::too_many_arguments)]
+fn present(n: usize, el: usize, ael: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize) -> (usize, usize) {
     let fit = |len: usize, row: usize, stride: usize, k: usize| if row == 0 { k } else { k.min(if len < row { 0 } else { (len - row) / stride.max(1) + 1 }) };
-    (fit(w.len(), n * el, ws, rows), fit(a.len(), n * 4, as_, cols))
+    (fit(w.len(), n * el, ws, rows), fit(a.len(), n * ael, as_, cols))
 }
 
 /// One token's order: the `DotFn` per output.
@@ -96,7 +97,7 @@ fn tiny_fallback<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a:
 /// from the widened layout; exact, they are f16 values).
 #[allow(clippy::too_many_arguments)]
 fn each_dot<const F16: bool>(dot: super::DotFn, n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
-    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
+    let (rows, cols) = present(n, if F16 { 2 } else { 4 }, 4, w, ws, rows, a, as_, cols);
     let mut h = Vec::new();
     for t in 0..cols {
         let at: &[u8] = if F16 {
@@ -123,14 +124,17 @@ fn run_tiny_avx2<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, a:
     }
     // SAFETY: AVX2/FMA/F16C checked above; `drive` passes rows and tokens whose `n`
     // elements are present.
-    drive::<F16, 1, 4>(n, w, ws, rows, a, as_, cols, out, os, |wp, ap| [unsafe { tiny4_avx2::<F16>(n, wp[0], ap) }]);
+    drive::<1, 4>(n, if F16 { 2 } else { 4 }, 4, w, ws, rows, a, as_, cols, out, os, |wp, ap| [unsafe { tiny4_avx2::<F16>(n, wp[0], ap) }]);
 }
 
-/// Walks `rows` × `cols` in register tiles of R rows × C tokens, `tile` computing one;
-/// lanes past the last row / token repeat it, and only the real outputs are written.
+/// Walks `rows` × `cols` in register tiles of R rows × C tokens (`el` / `ael` bytes per
+/// weight / activation), `tile` computing one; lanes past the last row / token repeat it, and
+/// only the real outputs are written.
 #[allow(clippy::too_many_arguments)]
-fn drive<const F16: bool, const R: usize, const C: usize>(
+pub(super) fn drive<const R: usize, const C: usize>(
     n: usize,
+    el: usize,
+    ael: usize,
     w: &[u8],
     ws: usize,
     rows: usize,
@@ -141,7 +145,7 @@ fn drive<const F16: bool, const R: usize, const C: usize>(
     os: usize,
     tile: impl Fn([*const u8; R], [*const u8; C]) -> [[f32; C]; R],
 ) {
-    let (rows, cols) = present_f32(n, if F16 { 2 } else { 4 }, w, ws, rows, a, as_, cols);
+    let (rows, cols) = present(n, el, ael, w, ws, rows, a, as_, cols);
     let mut r = 0;
     while r < rows {
         let rc = (rows - r).min(R);
@@ -211,7 +215,7 @@ fn run_tiny_avx512<const F16: bool>(n: usize, w: &[u8], ws: usize, rows: usize, 
     }
     // SAFETY: AVX-512F checked above; `drive` passes rows and tokens whose `n` elements
     // are present.
-    drive::<F16, 4, 6>(n, w, ws, rows, a, as_, cols, out, os, |wp, ap| unsafe { tiny_4x6_avx512::<F16>(n, wp, ap) });
+    drive::<4, 6>(n, if F16 { 2 } else { 4 }, 4, w, ws, rows, a, as_, cols, out, os, |wp, ap| unsafe { tiny_4x6_avx512::<F16>(n, wp, ap) });
 }
 
 #[inline(always)]
@@ -252,14 +256,23 @@ unsafe fn tiny_4x6_avx512<const F16: bool>(n: usize, w: [*const u8; 4], a: [*con
         tok!(5, c05, c15, c25, c35);
         i += 16;
     }
-    let all = [[c00, c01, c02, c03, c04, c05], [c10, c11, c12, c13, c14, c15], [c20, c21, c22, c23, c24, c25], [c30, c31, c32, c33, c34, c35]];
-    let mut out = [[0f32; 6]; 4];
-    let mut l = [0f32; 16];
-    for (j, row) in all.iter().enumerate() {
-        for (k, v) in row.iter().enumerate() {
-            _mm512_storeu_ps(l.as_mut_ptr(), *v);
-            out[j][k] = reduce16(&l);
-        }
+    // each accumulator reduced where it is (an array of them went through the stack)
+    macro_rules! row {
+        ($($c:ident),*) => {
+            [$(hsum16($c)),*]
+        };
     }
-    out
+    [row!(c00, c01, c02, c03, c04, c05), row!(c10, c11, c12, c13, c14, c15), row!(c20, c21, c22, c23, c24, c25), row!(c30, c31, c32, c33, c34, c35)]
+}
+
+/// [`reduce16`] of the 16 lanes in registers (the same additions in the same order: halves,
+/// quarters, then `(u0 + u2) + (u1 + u3)`). The first addition is a 512-bit one: a register
+/// that 256-bit instructions read must be one of the 16 VEX registers without AVX-512VL, and
+/// the tiles' accumulators then spilled.
+#[inline(always)]
+pub(super) unsafe fn hsum16(v: __m512) -> f32 {
+    let t = _mm512_castps512_ps256(_mm512_add_ps(v, _mm512_shuffle_f32x4::<0b00_00_11_10>(v, v)));
+    let u = _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps::<1>(t));
+    let w = _mm_add_ps(u, _mm_movehl_ps(u, u));
+    _mm_cvtss_f32(_mm_add_ss(w, _mm_movehdup_ps(w)))
 }

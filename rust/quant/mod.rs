@@ -68,6 +68,9 @@ mod avx512_packed;
 mod avx512_tile;
 #[cfg(target_arch = "x86_64")]
 mod float_tile;
+#[cfg(target_arch = "x86_64")]
+mod bf16_tile;
+pub mod bf16_dot;
 pub mod blocks;
 pub mod dispatch;
 pub mod f16;
@@ -190,6 +193,18 @@ pub fn prefill_kernel(ty: GgmlType, n_out: usize, mode: Exactness) -> Option<Til
         }
     }
     let _ = (ty, n_out, mode);
+    None
+}
+
+/// The fast mode's tile for F32 / F16 matmul weights with rows of a multiple of 32 elements
+/// on AVX-512 BF16 machines, for every token count: both sides rounded to bf16, 32 products
+/// per instruction ([`bf16_dot`]). `None` otherwise (the type's own kernels).
+pub fn fast_float_kernel(ty: GgmlType, n_in: usize, mode: Exactness) -> Option<TileKernel> {
+    #[cfg(target_arch = "x86_64")]
+    if mode == Exactness::Fast && isa() == Isa::Avx512 {
+        return bf16_tile::kernel(ty, n_in);
+    }
+    let _ = (ty, n_in, mode);
     None
 }
 

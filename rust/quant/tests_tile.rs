@@ -500,3 +500,68 @@ fn chain_panels_equal_scalar_chain_dots_bit_for_bit() {
     }
     assert!(panels > 0);
 }
+
+/// The fast mode's AVX-512 BF16 tiles (`bf16_tile.rs`) against their twin `bf16_dot::dot`,
+/// bit for bit: F16 and F32 weights, the 4 × 6 and 4 × 1 tiles and their remainders, padded
+/// strides, and rows holding f32 denormals, huge values, zeros and values that round up.
+#[test]
+fn bf16_tiles_equal_their_twin_bit_for_bit() {
+    use super::bf16_dot::dot;
+    use super::{fast_float_kernel, Exactness};
+    let mut rng = Rng(23);
+    for ty in [GgmlType::F16, GgmlType::F32] {
+        let Some(k) = fast_float_kernel(ty, 64, Exactness::Fast) else {
+            eprintln!("bf16_tiles_equal_their_twin_bit_for_bit: no AVX-512 BF16 here, skipped");
+            return;
+        };
+        assert!(fast_float_kernel(ty, 64, Exactness::Default).is_none() && fast_float_kernel(ty, 48, Exactness::Fast).is_none());
+        let twin: DotFn = if ty == GgmlType::F16 { dot::<true> } else { dot::<false> };
+        for n in [32usize, 64, 384] {
+            for (rows, cols) in [(1, 1), (3, 5), (4, 6), (5, 7), (9, 13), (8, 12), (2, 19)] {
+                for pad in [0usize, 6] {
+                    let (w, ws) = weights(ty, n, rows, pad, &mut rng, Fill::Random);
+                    let (q, qs, a, as_) = tokens(ty, &k, n, cols, pad, &mut rng, pad > 0);
+                    check("bf16", ty, k.run, twin, n, &w, ws, rows, &q, qs, &a, as_, cols);
+                }
+            }
+        }
+        // special values (F32 rows reach f32 denormals; F16 rows their f16 extremes)
+        let special = [1e-39f32, -3e-40, 65504.0, -1e30, 0.0, -0.0, 1.00390625, 1.01171875, 3.0e-38, 1.7e38];
+        let n = 64;
+        let row = |off: usize| -> Vec<u8> {
+            (0..n)
+                .flat_map(|i| {
+                    let x = if i % 3 == 0 { special[(i / 3 + off) % special.len()] } else { rng_free(i + off) };
+                    if ty == GgmlType::F16 { super::f16::f32_to_f16(x.clamp(-65504.0, 65504.0)).to_le_bytes().to_vec() } else { x.to_le_bytes().to_vec() }
+                })
+                .collect()
+        };
+        let (rows, cols) = (5, 7);
+        let w: Vec<u8> = (0..rows).flat_map(|r| row(r)).collect();
+        let q: Vec<u8> = (0..cols).flat_map(|t| row(t + 3)).collect();
+        let qs = q.len() / cols;
+        let a_stride = (k.act_bytes)(n);
+        let mut a = vec![0u8; a_stride * cols];
+        for t in 0..cols {
+            (k.prep.expect("bf16 tiles read rounded rows"))(n, &q[t * qs..(t + 1) * qs], &mut a[t * a_stride..(t + 1) * a_stride]);
+            let mut want = vec![0u8; a_stride];
+            if ty == GgmlType::F16 {
+                super::bf16_dot::round_row::<true>(n, &q[t * qs..(t + 1) * qs], &mut want)
+            } else {
+                super::bf16_dot::round_row::<false>(n, &q[t * qs..(t + 1) * qs], &mut want)
+            }
+            assert_eq!(&a[t * a_stride..(t + 1) * a_stride], &want[..], "{} bf16 rounding of token {t}", ty.name());
+        }
+        check("bf16 special", ty, k.run, twin, n, &w, w.len() / rows, rows, &q, qs, &a, a_stride, cols);
+    }
+}
+
+/// A deterministic value of either sign, some of which round to bf16 at a tie.
+fn rng_free(i: usize) -> f32 {
+    let m = (i * 7919 % 1000) as f32 / 250.0 - 2.0;
+    if i % 5 == 0 {
+        1.0 + (1 + 2 * (i % 64)) as f32 * 2f32.powi(-8)
+    } else {
+        m
+    }
+}
