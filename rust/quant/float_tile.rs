@@ -146,20 +146,27 @@ pub(super) fn drive<const R: usize, const C: usize>(
     tile: impl Fn([*const u8; R], [*const u8; C]) -> [[f32; C]; R],
 ) {
     let (rows, cols) = present(n, el, ael, w, ws, rows, a, as_, cols);
+    // (every row below `rows` and token below `cols` lies inside `w` / `a`: `present`)
+    let (wb, ab) = (w.as_ptr(), a.as_ptr());
     let mut r = 0;
     while r < rows {
         let rc = (rows - r).min(R);
-        let wp: [*const u8; R] = std::array::from_fn(|k| w[(r + k.min(rc - 1)) * ws..].as_ptr());
+        let wp: [*const u8; R] = std::array::from_fn(|k| wb.wrapping_add((r + k.min(rc - 1)) * ws));
         let mut t = 0;
         while t < cols {
             let c = (cols - t).min(C);
-            let ap: [*const u8; C] = std::array::from_fn(|k| a[(t + k.min(c - 1)) * as_..].as_ptr());
+            let ap: [*const u8; C] = std::array::from_fn(|k| ab.wrapping_add((t + k.min(c - 1)) * as_));
             let s = tile(wp, ap);
-            for (j, sr) in s.iter().enumerate().take(rc) {
-                for (k, v) in sr.iter().enumerate().take(c) {
-                    if let Some(o) = out.get_mut((t + k) * os + r + j) {
-                        *o = *v;
-                    }
+            for k in 0..c {
+                let o = (t + k) * os + r;
+                match out.get_mut(o..o + rc) {
+                    Some(dst) => dst.iter_mut().zip(&s).for_each(|(d, sr)| *d = sr[k]),
+                    // the last outputs of a short `out`
+                    None => s.iter().take(rc).enumerate().for_each(|(j, sr)| {
+                        if let Some(d) = out.get_mut(o + j) {
+                            *d = sr[k];
+                        }
+                    }),
                 }
             }
             t += c;
