@@ -14,7 +14,8 @@
 //! | avx512     | Q4_K, Q6_K: the 512-bit bodies of `avx512.rs` (plain or VNNI); batch orders under VNNI: 16-row panels repacked per call, rows in lanes (`avx512_packed.rs`) | 1 × 8 (panels: 16 × 4), decode 1 × 1 |
 //! | avx512vnni | the grid i-quants: `vec_dot` order through the AVX2 multi-row kernels (`avx2_iq.rs`), tiled order in 16-row lane panels (`avx512_packed.rs`) | 1 row × 16 tokens (decode 1 × 1); panels 16 × 4 |
 //! | avx2       | the 32-element types (`avx2_q.rs`), Q4_K, Q6_K (`avx2_k.rs`)      | 1 × 4, decode 1 × 1 |
-//! | avx2, avx512 | F32, F16 in tinyBLAS's 16-lane chains for batches, the `DotFn` loop for one token (`float_tile.rs`) | avx2 1 × 4, avx512 2 × 8 |
+//! | avx2, avx512 | F32, F16 in tinyBLAS's 16-lane chains for batches, the `DotFn` loop for one token (`float_tile.rs`) | avx2 1 × 4, avx512 4 × 6 |
+//! | avx512bf16 | F32, F16 in the fast mode only: bf16 pair products (`bf16_tile.rs`, twin `bf16_dot.rs`; `quant::fast_float_kernel`) | 4 × 6, 4 × 1 |
 //!
 //! Decode reads one row at a time: the weights stream from memory as one sequential run,
 //! which the hardware prefetchers follow; 4 rows in flight (4 streams a row apart) measured
