@@ -527,13 +527,7 @@ mod tests {
                     // the chain order (`quant::prefill_kernel`)
                     let chain = quant::prefill_kernel(ty, n_out, mode).is_some() && !quant::row_chain(ty, n_out, mode) && n_tokens >= quant::PANEL_TOKENS;
                     // F32 / F16 in the fast mode on AVX-512 BF16 machines: every token in bf16
-                    let bf16: Option<quant::DotFn> = quant::fast_float_kernel(ty, n_in, mode).map(|_| {
-                        if ty == GgmlType::F16 {
-                            quant::bf16_dot::dot::<true> as quant::DotFn
-                        } else {
-                            quant::bf16_dot::dot::<false>
-                        }
-                    });
+                    let bf16 = quant::fast_float_kernel(ty, n_in, mode).and(quant::bf16_dot::dot_fn(ty));
                     for t in 0..n_tokens {
                         activation::quantize(vt, &x[t * n_in..(t + 1) * n_in], &mut q);
                         // the weight's own one-token dot (`Weight::dot`: the repacked order where there is one)
@@ -552,8 +546,7 @@ mod tests {
                             let reference = scalar::dot(ty).unwrap_or(dot)(n_in, w.row(r), &q);
                             w.dequantize_row(r, &mut deq);
                             let mag: f32 = deq.iter().zip(&x[t * n_in..]).map(|(a, b)| (a * b).abs()).sum::<f32>() + 1e-6;
-                            // (bf16: 8 significant bits per factor)
-                            let tol = if bf16.is_some() { 1e-2 } else { 1e-4 };
+                            let tol = if bf16.is_some() { 1e-2 } else { 1e-4 }; // bf16: 8 significant bits
                             assert!((want[t * n_out + r] - reference).abs() <= tol * mag, "{} ({t}, {r})", ty.name());
                         }
                     }

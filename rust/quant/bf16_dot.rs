@@ -62,6 +62,15 @@ pub fn dot<const F16: bool>(n: usize, w: &[u8], a: &[u8]) -> f32 {
     reduce16(&lanes)
 }
 
+/// [`dot`] for weights of `ty` (F16, F32), or `None`.
+pub fn dot_fn(ty: super::GgmlType) -> Option<super::DotFn> {
+    match ty {
+        super::GgmlType::F16 => Some(dot::<true>),
+        super::GgmlType::F32 => Some(dot::<false>),
+        _ => None,
+    }
+}
+
 /// `vec_dot_type` row (F16 or F32, `n` elements) → the bf16 row the tiles read.
 pub fn round_row<const F16: bool>(n: usize, q: &[u8], out: &mut [u8]) {
     let n = n.min(q.len() / if F16 { 2 } else { 4 }).min(out.len() / 2);

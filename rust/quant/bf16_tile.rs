@@ -7,7 +7,7 @@
 //!
 //! Soundness: every `unsafe fn` needs avx512f+bw+bf16 and f16c, checked by `kernel`.
 use super::bf16_dot;
-use super::float_tile::{drive, hsum16};
+use super::float_tile::{drive, hsum16, tile_4x6, tok4};
 use super::tile::{PrepFn, TileFn, TileKernel};
 use super::GgmlType;
 use std::arch::x86_64::*;
@@ -62,46 +62,21 @@ unsafe fn ld32<const F16: bool>(p: *const u8, i: usize) -> __m512i {
     core::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo))
 }
 
+/// Elements i..i+32 of a token's bf16 row.
 #[inline(always)]
-unsafe fn dp(acc: __m512, w: __m512i, a: *const u8, i: usize) -> __m512 {
-    let x = _mm512_loadu_si512(a.add(2 * i) as *const _);
+unsafe fn lda(a: *const u8, i: usize) -> __m512i {
+    _mm512_loadu_si512(a.add(2 * i) as *const _)
+}
+
+#[inline(always)]
+unsafe fn dp(acc: __m512, w: __m512i, x: __m512i) -> __m512 {
     _mm512_dpbf16_ps(acc, core::mem::transmute::<__m512i, __m512bh>(w), core::mem::transmute::<__m512i, __m512bh>(x))
 }
 
-/// 4 weight rows × 6 tokens: 24 chains, named accumulators (as `float_tile`'s).
+/// 4 weight rows × 6 tokens: 24 chains (`float_tile::tile_4x6`).
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16,f16c")]
 unsafe fn tile_4x6<const F16: bool>(n: usize, w: [*const u8; 4], a: [*const u8; 6]) -> [[f32; 6]; 4] {
-    let z = _mm512_setzero_ps();
-    let (mut c00, mut c01, mut c02, mut c03, mut c04, mut c05) = (z, z, z, z, z, z);
-    let (mut c10, mut c11, mut c12, mut c13, mut c14, mut c15) = (z, z, z, z, z, z);
-    let (mut c20, mut c21, mut c22, mut c23, mut c24, mut c25) = (z, z, z, z, z, z);
-    let (mut c30, mut c31, mut c32, mut c33, mut c34, mut c35) = (z, z, z, z, z, z);
-    let mut i = 0;
-    while i < n {
-        let (w0, w1, w2, w3) = (ld32::<F16>(w[0], i), ld32::<F16>(w[1], i), ld32::<F16>(w[2], i), ld32::<F16>(w[3], i));
-        macro_rules! tok {
-            ($k:expr, $a:ident, $b:ident, $c:ident, $d:ident) => {
-                $a = dp($a, w0, a[$k], i);
-                $b = dp($b, w1, a[$k], i);
-                $c = dp($c, w2, a[$k], i);
-                $d = dp($d, w3, a[$k], i);
-            };
-        }
-        tok!(0, c00, c10, c20, c30);
-        tok!(1, c01, c11, c21, c31);
-        tok!(2, c02, c12, c22, c32);
-        tok!(3, c03, c13, c23, c33);
-        tok!(4, c04, c14, c24, c34);
-        tok!(5, c05, c15, c25, c35);
-        i += 32;
-    }
-    // each accumulator reduced where it is (an array of them went through the stack)
-    macro_rules! row {
-        ($($c:ident),*) => {
-            [$(hsum16($c)),*]
-        };
-    }
-    [row!(c00, c01, c02, c03, c04, c05), row!(c10, c11, c12, c13, c14, c15), row!(c20, c21, c22, c23, c24, c25), row!(c30, c31, c32, c33, c34, c35)]
+    tile_4x6!(n, 32, w, a, ld32::<F16>, lda, dp)
 }
 
 /// 4 weight rows × 1 token (decode, and the last tokens of a batch).
@@ -111,7 +86,7 @@ unsafe fn tile_4x1<const F16: bool>(n: usize, w: [*const u8; 4], a: [*const u8; 
     let mut i = 0;
     while i < n {
         for (r, c) in c.iter_mut().enumerate() {
-            *c = dp(*c, ld32::<F16>(w[r], i), a[0], i);
+            *c = dp(*c, ld32::<F16>(w[r], i), lda(a[0], i));
         }
         i += 32;
     }

@@ -238,39 +238,57 @@ unsafe fn ld16<const F16: bool>(p: *const u8, i: usize) -> __m512 {
 /// accumulators (an array of registers was kept on the stack).
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn tiny_4x6_avx512<const F16: bool>(n: usize, w: [*const u8; 4], a: [*const u8; 6]) -> [[f32; 6]; 4] {
-    let z = _mm512_setzero_ps();
-    let (mut c00, mut c01, mut c02, mut c03, mut c04, mut c05) = (z, z, z, z, z, z);
-    let (mut c10, mut c11, mut c12, mut c13, mut c14, mut c15) = (z, z, z, z, z, z);
-    let (mut c20, mut c21, mut c22, mut c23, mut c24, mut c25) = (z, z, z, z, z, z);
-    let (mut c30, mut c31, mut c32, mut c33, mut c34, mut c35) = (z, z, z, z, z, z);
-    let mut i = 0;
-    while i < n {
-        let (w0, w1, w2, w3) = (ld16::<F16>(w[0], i), ld16::<F16>(w[1], i), ld16::<F16>(w[2], i), ld16::<F16>(w[3], i));
-        macro_rules! tok {
-            ($k:expr, $a:ident, $b:ident, $c:ident, $d:ident) => {
-                let x = ld16::<false>(a[$k], i);
-                $a = _mm512_fmadd_ps(w0, x, $a);
-                $b = _mm512_fmadd_ps(w1, x, $b);
-                $c = _mm512_fmadd_ps(w2, x, $c);
-                $d = _mm512_fmadd_ps(w3, x, $d);
-            };
-        }
-        tok!(0, c00, c10, c20, c30);
-        tok!(1, c01, c11, c21, c31);
-        tok!(2, c02, c12, c22, c32);
-        tok!(3, c03, c13, c23, c33);
-        tok!(4, c04, c14, c24, c34);
-        tok!(5, c05, c15, c25, c35);
-        i += 16;
-    }
-    // each accumulator reduced where it is (an array of them went through the stack)
-    macro_rules! row {
-        ($($c:ident),*) => {
-            [$(hsum16($c)),*]
-        };
-    }
-    [row!(c00, c01, c02, c03, c04, c05), row!(c10, c11, c12, c13, c14, c15), row!(c20, c21, c22, c23, c24, c25), row!(c30, c31, c32, c33, c34, c35)]
+    tile_4x6!(n, 16, w, a, ld16::<F16>, ld16::<false>, fma16)
 }
+
+#[inline(always)]
+unsafe fn fma16(acc: __m512, w: __m512, x: __m512) -> __m512 {
+    _mm512_fmadd_ps(w, x, acc)
+}
+
+/// The body of a tile of 4 weight rows × 6 tokens over `$n` elements, `$step` at a time: 24
+/// chains in named accumulators (an array of registers went through the stack), each step
+/// `$lw(row, i)` for the 4 rows, `$la(token, i)` once per token and `$madd(acc, w, x)`; each
+/// chain reduced by [`hsum16`].
+macro_rules! tile_4x6 {
+    ($n:expr, $step:expr, $w:expr, $a:expr, $lw:path, $la:path, $madd:path) => {{
+        let z = _mm512_setzero_ps();
+        let (mut c00, mut c01, mut c02, mut c03, mut c04, mut c05) = (z, z, z, z, z, z);
+        let (mut c10, mut c11, mut c12, mut c13, mut c14, mut c15) = (z, z, z, z, z, z);
+        let (mut c20, mut c21, mut c22, mut c23, mut c24, mut c25) = (z, z, z, z, z, z);
+        let (mut c30, mut c31, mut c32, mut c33, mut c34, mut c35) = (z, z, z, z, z, z);
+        let mut i = 0;
+        while i < $n {
+            let ws = [$lw($w[0], i), $lw($w[1], i), $lw($w[2], i), $lw($w[3], i)];
+            tok4!($la($a[0], i), ws, $madd, c00, c10, c20, c30);
+            tok4!($la($a[1], i), ws, $madd, c01, c11, c21, c31);
+            tok4!($la($a[2], i), ws, $madd, c02, c12, c22, c32);
+            tok4!($la($a[3], i), ws, $madd, c03, c13, c23, c33);
+            tok4!($la($a[4], i), ws, $madd, c04, c14, c24, c34);
+            tok4!($la($a[5], i), ws, $madd, c05, c15, c25, c35);
+            i += $step;
+        }
+        [
+            [hsum16(c00), hsum16(c01), hsum16(c02), hsum16(c03), hsum16(c04), hsum16(c05)],
+            [hsum16(c10), hsum16(c11), hsum16(c12), hsum16(c13), hsum16(c14), hsum16(c15)],
+            [hsum16(c20), hsum16(c21), hsum16(c22), hsum16(c23), hsum16(c24), hsum16(c25)],
+            [hsum16(c30), hsum16(c31), hsum16(c32), hsum16(c33), hsum16(c34), hsum16(c35)],
+        ]
+    }};
+}
+
+/// One token of [`tile_4x6`]: its activations `$x` into the chains of the 4 rows.
+macro_rules! tok4 {
+    ($x:expr, $ws:expr, $madd:path, $p:ident, $q:ident, $r:ident, $s:ident) => {
+        let x = $x;
+        $p = $madd($p, $ws[0], x);
+        $q = $madd($q, $ws[1], x);
+        $r = $madd($r, $ws[2], x);
+        $s = $madd($s, $ws[3], x);
+    };
+}
+pub(super) use tok4;
+pub(super) use tile_4x6;
 
 /// [`reduce16`] of the 16 lanes in registers (the same additions in the same order: halves,
 /// quarters, then `(u0 + u2) + (u1 + u3)`). The first addition is a 512-bit one: a register

@@ -506,7 +506,6 @@ fn chain_panels_equal_scalar_chain_dots_bit_for_bit() {
 /// strides, and rows holding f32 denormals, huge values, zeros and values that round up.
 #[test]
 fn bf16_tiles_equal_their_twin_bit_for_bit() {
-    use super::bf16_dot::dot;
     use super::{fast_float_kernel, Exactness};
     let mut rng = Rng(23);
     for ty in [GgmlType::F16, GgmlType::F32] {
@@ -515,7 +514,7 @@ fn bf16_tiles_equal_their_twin_bit_for_bit() {
             return;
         };
         assert!(fast_float_kernel(ty, 64, Exactness::Default).is_none() && fast_float_kernel(ty, 48, Exactness::Fast).is_none());
-        let twin: DotFn = if ty == GgmlType::F16 { dot::<true> } else { dot::<false> };
+        let twin = super::bf16_dot::dot_fn(ty).expect("F16 / F32 have a twin");
         for n in [32usize, 64, 384] {
             for (rows, cols) in [(1, 1), (3, 5), (4, 6), (5, 7), (9, 13), (8, 12), (2, 19)] {
                 for pad in [0usize, 6] {
