@@ -243,6 +243,14 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     // Per row and token, lane 0 of `acc` is the integer sums' chain and lane 1 the min terms'
     // (`fma(f32(Σ), d·d_a, chain)` per lane: the scalar reference's operations)
     let _ = BATCH;
+    if C == 1 && RW == 4 {
+        let v = q4_k_gemv4::<VNNI>(nb, [w[0], w[1], w[2], w[3]], a[0]);
+        let mut out = [[0f32; C]; RW];
+        for (o, x) in out.iter_mut().zip(v) {
+            o[0] = x;
+        }
+        return out;
+    }
     let mut acc = [[_mm_setzero_ps(); C]; RW];
     for i in 0..nb {
         for r in 0..RW {
@@ -295,6 +303,62 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
         }
     }
     out
+}
+
+/// One row's block `wb` of [`q4_k_gemv4`]: the integer sums folded to 8 lanes, the min terms
+/// (8 lanes) and the f16 pair [d, dmin].
+#[inline(always)]
+unsafe fn q4_k_gemv_row<const VNNI: bool>(wb: *const u8, ys: &[__m512i; 4], bsums: __m256i) -> (__m256i, __m256i, __m128i) {
+    let dm = _mm_cvtsi32_si128(core::ptr::read_unaligned(wb as *const i32));
+    let sm = k4_scales_mins(wb.add(4));
+    let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
+    let mut sumi = _mm512_setzero_si512();
+    for k in 0..2 {
+        let [(lo, s_lo), (hi, s_hi)] = q4_k_nibbles(wb, k, sc16);
+        sumi = wdot::<VNNI>(sumi, _mm512_maddubs_epi16(lo, ys[2 * k]), s_lo);
+        sumi = wdot::<VNNI>(sumi, _mm512_maddubs_epi16(hi, ys[2 * k + 1]), s_hi);
+    }
+    let s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
+    (s8, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)), bsums), dm)
+}
+
+/// Four rows against one token (decode), each row's operations those of `q4_k_body`: the
+/// token's values loaded once for the four rows, the rows' integer sums reduced together
+/// (exact in any grouping), and the eight chains (sums and min terms of each row, lanes 2r
+/// and 2r + 1) advanced by one 8-lane FMA per block.
+#[inline(always)]
+unsafe fn q4_k_gemv4<const VNNI: bool>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
+    let mut acc = _mm256_setzero_ps();
+    for i in 0..nb {
+        let ab = a.add(Q8_K_BYTES * i);
+        let y = ab.add(Q8_K_QS);
+        // the token's values against each 64-byte load of nibbles: low nibbles, high nibbles
+        let ys = [
+            join(load256(y), load256(y.add(64))),
+            join(load256(y.add(32)), load256(y.add(96))),
+            join(load256(y.add(128)), load256(y.add(192))),
+            join(load256(y.add(160)), load256(y.add(224))),
+        ];
+        let bsums = load256(ab.add(Q8_K_BSUMS));
+        // the four rows written out (one load instruction per row and field, each walking its
+        // row with a constant stride, which the hardware prefetchers follow)
+        let (s0, m0, d0) = q4_k_gemv_row::<VNNI>(w[0].add(144 * i), &ys, bsums);
+        let (s1, m1, d1) = q4_k_gemv_row::<VNNI>(w[1].add(144 * i), &ys, bsums);
+        let (s2, m2, d2) = q4_k_gemv_row::<VNNI>(w[2].add(144 * i), &ys, bsums);
+        let (s3, m3, d3) = q4_k_gemv_row::<VNNI>(w[3].add(144 * i), &ys, bsums);
+        let (s8, m8, dm) = ([s0, s1, s2, s3], [m0, m1, m2, m3], [d0, d1, d2, d3]);
+        // per 128-bit half [s_r, m_r, s_r+1, m_r+1] partial sums, then the halves added:
+        // [Σ sumi_0, Σ mins_0, Σ sumi_1, Σ mins_1, .., Σ mins_3]
+        let g01 = _mm256_hadd_epi32(_mm256_hadd_epi32(s8[0], m8[0]), _mm256_hadd_epi32(s8[1], m8[1]));
+        let g23 = _mm256_hadd_epi32(_mm256_hadd_epi32(s8[2], m8[2]), _mm256_hadd_epi32(s8[3], m8[3]));
+        let sums = _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(g01, g23), _mm256_permute2x128_si256::<0x31>(g01, g23));
+        let dm = _mm_unpacklo_epi64(_mm_unpacklo_epi32(dm[0], dm[1]), _mm_unpacklo_epi32(dm[2], dm[3]));
+        let f = _mm256_mul_ps(_mm256_cvtph_ps(dm), _mm256_set1_ps(rd_f32(ab)));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), f, acc);
+    }
+    let mut l = [0f32; 8];
+    _mm256_storeu_ps(l.as_mut_ptr(), acc);
+    [l[0] - l[1], l[2] - l[3], l[4] - l[5], l[6] - l[7]]
 }
 
 /// Lane t: Σ of the 16 i32 lanes of `x[t]` for t < `x.len()` (≤ 8), 0 for the rest (exact).
@@ -414,7 +478,9 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(210 * i);
-            if C == 1 {
+            if C == 1 && RW == 1 {
+                // (several rows of one token walk their rows far apart, `tile::gemv_loop`: the
+                // hardware prefetchers follow those streams, and measured faster alone)
                 prefetch_ahead(wb, 210);
             }
             let dw = fp16(wb.add(208));
@@ -467,7 +533,7 @@ unsafe fn q6_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
 /// K-quant tile families over the bodies above (standard Q8_K activations: a cache-line aligned
 /// repack measured no faster, 40.4 vs 40.4 ns per 2048-long Q4_K dot, 30.1 vs 31.3 for Q6_K).
 macro_rules! k_tiles {
-    ($($tile:ident, $run:ident => $kernel:ident, $wts:expr;)*) => {$(
+    ($($tile:ident, $run:ident => $kernel:ident, $wts:expr, $rg:expr;)*) => {$(
         #[allow(non_camel_case_types)]
         struct $tile;
         impl Tile for $tile {
@@ -484,31 +550,35 @@ macro_rules! k_tiles {
         }
         #[allow(clippy::too_many_arguments)]
         fn $run(n: usize, w: &[u8], ws: usize, rows: usize, a: &[u8], as_: usize, cols: usize, out: &mut [f32], os: usize) {
-            drive::<$tile, K_ROWS, K_COLS, K_GEMV_ROWS>(n, w, ws, rows, a, as_, cols, out, os)
+            drive::<$tile, K_ROWS, K_COLS, { $rg }>(n, w, ws, rows, a, as_, cols, out, os)
         }
     )*};
 }
 
-/// K-quant register tile: rows × tokens (decode: `K_GEMV_ROWS` × 1). Measured (`tile_shapes`,
-/// 2048-long dots): Q4_K 1 × 8 40.4 ns, 1 × 4 46.4, 2 × 4 44.0; Q6_K 1 × 8 31.3, 1 × 4 35.7.
+/// K-quant register tile: rows × tokens. Measured (`tile_shapes`, 2048-long dots): Q4_K 1 × 8
+/// 40.4 ns, 1 × 4 46.4, 2 × 4 44.0; Q6_K 1 × 8 31.3, 1 × 4 35.7.
 const K_ROWS: usize = 1;
 const K_COLS: usize = 8;
+/// Rows per single-token (decode) call: one, or `Q4_K_GEMV_ROWS` for the Q4_K gemv order
+/// (`q4_k_gemv4`: the token's loads and the integer reductions shared by four rows).
 const K_GEMV_ROWS: usize = 1;
+const Q4_K_GEMV_ROWS: usize = 4;
+const Q6_K_GEMV_ROWS: usize = 4;
 
 // SAFETY (of the generated code): `run` is reached only through `tile_kernel`, after the CPU
 // check of the build it names; `drive` bounds `nb` by every row and token.
 k_tiles! {
-    TQ4_K, run_q4_k => k_q4_k, 144;
-    TQ4_K_VNNI, run_q4_k_vnni => k_q4_k_vnni, 144;
-    TQ4_K_GEMM, run_q4_k_gemm => k_q4_k_gemm, 144;
-    TQ6_K, run_q6_k => k_q6_k, 210;
-    TQ6_K_VNNI, run_q6_k_vnni => k_q6_k_vnni, 210;
-    TQ6_K_TILED, run_q6_k_tiled => k_q6_k_tiled, 210;
-    TQ6_K_TILED_VNNI, run_q6_k_tiled_vnni => k_q6_k_tiled_vnni, 210;
+    TQ4_K, run_q4_k => k_q4_k, 144, Q4_K_GEMV_ROWS;
+    TQ4_K_VNNI, run_q4_k_vnni => k_q4_k_vnni, 144, Q4_K_GEMV_ROWS;
+    TQ4_K_GEMM, run_q4_k_gemm => k_q4_k_gemm, 144, K_GEMV_ROWS;
+    TQ6_K, run_q6_k => k_q6_k, 210, Q6_K_GEMV_ROWS;
+    TQ6_K_VNNI, run_q6_k_vnni => k_q6_k_vnni, 210, Q6_K_GEMV_ROWS;
+    TQ6_K_TILED, run_q6_k_tiled => k_q6_k_tiled, 210, K_GEMV_ROWS;
+    TQ6_K_TILED_VNNI, run_q6_k_tiled_vnni => k_q6_k_tiled_vnni, 210, K_GEMV_ROWS;
 }
 
 k_tiles! {
-    TQ4_K_GEMM_VNNI, run_q4_k_gemm_vnni => k_q4_k_gemm_vnni, 144;
+    TQ4_K_GEMM_VNNI, run_q4_k_gemm_vnni => k_q4_k_gemm_vnni, 144, K_GEMV_ROWS;
 }
 
 /// The row-wise batch-order VNNI tiles: the packed ones' fallback (rows too far apart for

@@ -245,6 +245,31 @@ unsafe fn rows_loop<K: Tile, const RW: usize, const C: usize>(
     }
 }
 
+/// One token (decode) over rows `0..rows`, `RG` rows per kernel call. With `RG` > 1 the rows
+/// of one call lie a `rows / RG` apart, so each of the call's rows walks the matrix
+/// sequentially (the hardware prefetchers follow a sequential walk within each page, not
+/// `RG` rows interleaved in one); the rows past `RG · (rows / RG)` run one at a time.
+/// # Safety
+/// As `rows_loop` for one token.
+#[inline(always)]
+unsafe fn gemv_loop<K: Tile, const RG: usize>(g: &Geo, w: *const u8, rows: usize, a: *const u8, out: &mut [f32]) {
+    if RG == 1 {
+        return rows_loop::<K, 1, 1>(g, w, rows, a, 0, out, true);
+    }
+    let q = rows / RG;
+    for j in 0..q {
+        let wp: [*const u8; RG] = core::array::from_fn(|i| w.wrapping_add((i * q + j) * g.w_stride));
+        let v = K::run::<RG, 1>(g.nb, wp, [a]);
+        for (i, x) in v.iter().enumerate() {
+            if let Some(o) = out.get_mut(i * q + j) {
+                *o = x[0];
+            }
+        }
+    }
+    let r0 = RG * q;
+    rows_loop::<K, 1, 1>(g, w.wrapping_add(r0 * g.w_stride), rows - r0, a, 0, out.get_mut(r0..).unwrap_or(&mut []), true);
+}
+
 /// The body of every `TileFn`: `RW` × `C` register tiles, `RG` rows at a time for single
 /// tokens, fewer tokens (same rows) for the last columns (`RW` × 8 tiles need `RW` × 8
 /// accumulators: keep `RW` ≤ 2 when `C` > 8).
@@ -275,7 +300,7 @@ pub(super) fn drive<K: Tile, const RW: usize, const C: usize, const RG: usize>(
     // earlier rows start before it and end within `w`), likewise every token < cols.
     unsafe {
         if cols == 1 {
-            rows_loop::<K, RG, 1>(&g, wp, rows, ap, 0, out, true);
+            gemv_loop::<K, RG>(&g, wp, rows, ap, out);
             return;
         }
         // rows in blocks that stay in L2 across the column passes (see the module doc)
