@@ -17,6 +17,7 @@
 use super::blocks::*;
 use super::avx2::{fp16, fp16x2, hsum_f32x8, k4_mins_dot, k4_scales_mins, load128, load256, rd_f32, row_wrappers};
 use super::avx2_q::{blocks32, BIQ4_NL, BMXFP4, BQ4_0, BQ4_1, BQ5_0, BQ5_1, BQ8_0};
+use super::avx512_gemv::{q4_k_gemv1, q4_k_gemv4};
 use super::tile::{drive, Tile, TileFn, TileKernel};
 use super::{DotFn, DotRowsFn, GgmlType};
 use core::arch::x86_64::*;
@@ -157,7 +158,7 @@ row_wrappers! {
 
 /// acc + Σ pairs of i16 products (madd), per i32 lane.
 #[inline(always)]
-unsafe fn wdot<const VNNI: bool>(acc: __m512i, x: __m512i, y: __m512i) -> __m512i {
+pub(super) unsafe fn wdot<const VNNI: bool>(acc: __m512i, x: __m512i, y: __m512i) -> __m512i {
     if VNNI {
         _mm512_dpwssd_epi32(acc, x, y)
     } else {
@@ -168,7 +169,7 @@ unsafe fn wdot<const VNNI: bool>(acc: __m512i, x: __m512i, y: __m512i) -> __m512
 /// Single-token calls (decode): prefetch the lines of a `len`-byte block `pf_dist()` ahead of
 /// `p` (a hint: never faults, the address is not dereferenced).
 #[inline(always)]
-unsafe fn prefetch_ahead(p: *const u8, len: usize) {
+pub(super) unsafe fn prefetch_ahead(p: *const u8, len: usize) {
     let d = super::tile::pf_dist();
     if d > 0 {
         let mut off = 0;
@@ -181,7 +182,7 @@ unsafe fn prefetch_ahead(p: *const u8, len: usize) {
 
 /// Two 256-bit halves → one 512-bit register (`lo` in bits 0..256).
 #[inline(always)]
-unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
+pub(super) unsafe fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
 }
 
@@ -211,7 +212,7 @@ unsafe fn q4_k_group_pair(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, 
 /// (elements 0..32 and 64..96 of the 128: sub-blocks 4k and 4k+2) and the high ones (32..64,
 /// 96..128: sub-blocks 4k+1, 4k+3), each with its i16 scale per lane.
 #[inline(always)]
-unsafe fn q4_k_nibbles(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, __m512i); 2] {
+pub(super) unsafe fn q4_k_nibbles(wb: *const u8, k: usize, sc16: __m512i) -> [(__m512i, __m512i); 2] {
     let m4 = _mm512_set1_epi8(0x0f);
     let bits = load512(wb.add(16 + 64 * k));
     [
@@ -243,11 +244,17 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     // Per row and token, lane 0 of `acc` is the integer sums' chain and lane 1 the min terms'
     // (`fma(f32(Σ), d·d_a, chain)` per lane: the scalar reference's operations)
     let _ = BATCH;
-    if C == 1 && RW == 4 {
-        let v = q4_k_gemv4::<VNNI>(nb, [w[0], w[1], w[2], w[3]], a[0]);
+    if C == 1 {
+        // one token: `avx512_gemv.rs` (four rows at once, or one)
         let mut out = [[0f32; C]; RW];
-        for (o, x) in out.iter_mut().zip(v) {
-            o[0] = x;
+        if RW == 4 {
+            for (o, x) in out.iter_mut().zip(q4_k_gemv4::<VNNI>(nb, [w[0], w[1], w[2], w[3]], a[0])) {
+                o[0] = x;
+            }
+        } else {
+            for (o, &wr) in out.iter_mut().zip(&w) {
+                o[0] = q4_k_gemv1::<VNNI>(nb, wr, a[0]);
+            }
         }
         return out;
     }
@@ -255,25 +262,11 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
     for i in 0..nb {
         for r in 0..RW {
             let wb = w[r].add(144 * i);
-            if C == 1 {
-                prefetch_ahead(wb, 144);
-            }
             let dmw = _mm_cvtph_ps(_mm_cvtsi32_si128(core::ptr::read_unaligned(wb as *const i32))); // [d, dmin]
             let sm = k4_scales_mins(wb.add(4));
             let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm)); // i16 scales 0..8
             let mut sumi = [_mm512_setzero_si512(); C];
             for k in 0..2 {
-                if C == 1 {
-                    // one token: the weights' nibbles stay where they are and the token's values
-                    // are loaded to match (two 256-bit halves per vector, folded into the
-                    // insert's memory operand), which keeps the lane shuffles off the weights
-                    // (the single-token loop is bound by the shuffle port)
-                    let [(lo, s_lo), (hi, s_hi)] = q4_k_nibbles(wb, k, sc16);
-                    let y = a[0].add(Q8_K_BYTES * i + Q8_K_QS + 128 * k);
-                    sumi[0] = wdot::<VNNI>(sumi[0], _mm512_maddubs_epi16(lo, join(load256(y), load256(y.add(64)))), s_lo);
-                    sumi[0] = wdot::<VNNI>(sumi[0], _mm512_maddubs_epi16(hi, join(load256(y.add(32)), load256(y.add(96)))), s_hi);
-                    continue;
-                }
                 for (j, (q4, s)) in q4_k_group_pair(wb, k, sc16).into_iter().enumerate() {
                     for t in 0..C {
                         let y = a[t].add(Q8_K_BYTES * i + Q8_K_QS + 64 * (2 * k + j));
@@ -303,62 +296,6 @@ unsafe fn q4_k_body<const VNNI: bool, const BATCH: bool, const RW: usize, const 
         }
     }
     out
-}
-
-/// One row's block `wb` of [`q4_k_gemv4`]: the integer sums folded to 8 lanes, the min terms
-/// (8 lanes) and the f16 pair [d, dmin].
-#[inline(always)]
-unsafe fn q4_k_gemv_row<const VNNI: bool>(wb: *const u8, ys: &[__m512i; 4], bsums: __m256i) -> (__m256i, __m256i, __m128i) {
-    let dm = _mm_cvtsi32_si128(core::ptr::read_unaligned(wb as *const i32));
-    let sm = k4_scales_mins(wb.add(4));
-    let sc16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(sm));
-    let mut sumi = _mm512_setzero_si512();
-    for k in 0..2 {
-        let [(lo, s_lo), (hi, s_hi)] = q4_k_nibbles(wb, k, sc16);
-        sumi = wdot::<VNNI>(sumi, _mm512_maddubs_epi16(lo, ys[2 * k]), s_lo);
-        sumi = wdot::<VNNI>(sumi, _mm512_maddubs_epi16(hi, ys[2 * k + 1]), s_hi);
-    }
-    let s8 = _mm256_add_epi32(_mm512_castsi512_si256(sumi), _mm512_extracti64x4_epi64::<1>(sumi));
-    (s8, _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)), bsums), dm)
-}
-
-/// Four rows against one token (decode), each row's operations those of `q4_k_body`: the
-/// token's values loaded once for the four rows, the rows' integer sums reduced together
-/// (exact in any grouping), and the eight chains (sums and min terms of each row, lanes 2r
-/// and 2r + 1) advanced by one 8-lane FMA per block.
-#[inline(always)]
-unsafe fn q4_k_gemv4<const VNNI: bool>(nb: usize, w: [*const u8; 4], a: *const u8) -> [f32; 4] {
-    let mut acc = _mm256_setzero_ps();
-    for i in 0..nb {
-        let ab = a.add(Q8_K_BYTES * i);
-        let y = ab.add(Q8_K_QS);
-        // the token's values against each 64-byte load of nibbles: low nibbles, high nibbles
-        let ys = [
-            join(load256(y), load256(y.add(64))),
-            join(load256(y.add(32)), load256(y.add(96))),
-            join(load256(y.add(128)), load256(y.add(192))),
-            join(load256(y.add(160)), load256(y.add(224))),
-        ];
-        let bsums = load256(ab.add(Q8_K_BSUMS));
-        // the four rows written out (one load instruction per row and field, each walking its
-        // row with a constant stride, which the hardware prefetchers follow)
-        let (s0, m0, d0) = q4_k_gemv_row::<VNNI>(w[0].add(144 * i), &ys, bsums);
-        let (s1, m1, d1) = q4_k_gemv_row::<VNNI>(w[1].add(144 * i), &ys, bsums);
-        let (s2, m2, d2) = q4_k_gemv_row::<VNNI>(w[2].add(144 * i), &ys, bsums);
-        let (s3, m3, d3) = q4_k_gemv_row::<VNNI>(w[3].add(144 * i), &ys, bsums);
-        let (s8, m8, dm) = ([s0, s1, s2, s3], [m0, m1, m2, m3], [d0, d1, d2, d3]);
-        // per 128-bit half [s_r, m_r, s_r+1, m_r+1] partial sums, then the halves added:
-        // [Σ sumi_0, Σ mins_0, Σ sumi_1, Σ mins_1, .., Σ mins_3]
-        let g01 = _mm256_hadd_epi32(_mm256_hadd_epi32(s8[0], m8[0]), _mm256_hadd_epi32(s8[1], m8[1]));
-        let g23 = _mm256_hadd_epi32(_mm256_hadd_epi32(s8[2], m8[2]), _mm256_hadd_epi32(s8[3], m8[3]));
-        let sums = _mm256_add_epi32(_mm256_permute2x128_si256::<0x20>(g01, g23), _mm256_permute2x128_si256::<0x31>(g01, g23));
-        let dm = _mm_unpacklo_epi64(_mm_unpacklo_epi32(dm[0], dm[1]), _mm_unpacklo_epi32(dm[2], dm[3]));
-        let f = _mm256_mul_ps(_mm256_cvtph_ps(dm), _mm256_set1_ps(rd_f32(ab)));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), f, acc);
-    }
-    let mut l = [0f32; 8];
-    _mm256_storeu_ps(l.as_mut_ptr(), acc);
-    [l[0] - l[1], l[2] - l[3], l[4] - l[5], l[6] - l[7]]
 }
 
 /// Lane t: Σ of the 16 i32 lanes of `x[t]` for t < `x.len()` (≤ 8), 0 for the rest (exact).

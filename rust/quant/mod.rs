@@ -28,7 +28,7 @@
 //! call, register tiles of R rows × C tokens; what `cpu::matmul` uses) exist for the same
 //! types and ISAs: `avx512_tile.rs` (VNNI, 512-bit, two 32-element blocks per register, with
 //! a packed activation layout; 4–7x the single-row kernel per dot), the K-quant bodies of
-//! `avx512.rs`, and `avx2_tile.rs`. Every element of a `DotRowsFn` or tile is bit-identical
+//! `avx512.rs` (their one-token calls in `avx512_gemv.rs`), and `avx2_tile.rs`. Every element of a `DotRowsFn` or tile is bit-identical
 //! to the `DotFn` of the same type and ISA (`tests.rs`, `tests_tile.rs`), so results do not
 //! depend on batching. `activation_avx512.rs` quantizes activations (Q8_0 / Q8_1 / Q8_K) to
 //! the same bytes as the scalar `activation.rs`.
@@ -62,6 +62,8 @@ mod avx2_iq;
 mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod avx512_chain;
+#[cfg(target_arch = "x86_64")]
+mod avx512_gemv;
 #[cfg(target_arch = "x86_64")]
 mod avx512_packed;
 #[cfg(target_arch = "x86_64")]
