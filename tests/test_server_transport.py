@@ -233,7 +233,11 @@ def test_client_disconnect_mid_stream_frees_the_slot(live, engine):
                 with c.stream("POST", "/completion", json=body) as r:
                     assert r.status_code == 200
                     events = 0
-                    for line in r.iter_lines():
+                    # the iterator is held: a dropped one is finalized at the `break`, and
+                    # httpx closes the connection then (the server would see the client leave
+                    # before the /slots check below)
+                    lines = r.iter_lines()
+                    for line in lines:
                         if line.startswith("data: "):
                             ev = json.loads(line[6:])
                             assert ev["stop"] is False
