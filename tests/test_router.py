@@ -348,6 +348,35 @@ def test_unload_load_and_status_events(router):
     assert got == [("tiny-llama", "unloaded"), ("tiny-llama", "loading"), ("tiny-llama", "loaded")]
 
 
+def test_a_request_during_an_unload_waits_and_loads_the_model_again(tmp_path, models_dir):
+    """A request for a model whose server is being stopped (an unload in progress, here held
+    open by pausing the child so it cannot act on its SIGTERM yet) is not sent to that
+    server: it waits for the unload to end, then the model loads again and answers."""
+    r = Router(tmp_path, ["--models-dir", str(models_dir), "-c", "512"])
+    try:
+        assert r.complete("tiny-llama").status_code == 200
+        pid = r.children()["tiny-llama"]
+        os.kill(pid, signal.SIGSTOP)
+        got: Dict[str, httpx.Response] = {}
+        try:
+            unload = threading.Thread(target=lambda: got.setdefault("unload", r.c.post("/models/unload", json={"model": "tiny-llama"})))
+            unload.start()
+            time.sleep(0.5)  # (the router has sent SIGTERM and waits for the child)
+            req = threading.Thread(target=lambda: got.setdefault("complete", r.complete("tiny-llama")))
+            req.start()
+            time.sleep(0.5)  # (the request reached the router while the unload is in progress)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        unload.join(60)
+        req.join(120)
+        assert got["unload"].status_code == 200, got["unload"].text
+        assert got["complete"].status_code == 200, got["complete"].text
+        assert got["complete"].json()["tokens_predicted"] == 6
+        assert r.children()["tiny-llama"] != pid  # answered by a new server
+    finally:
+        r.stop()
+
+
 def test_models_max_unloads_the_least_recently_used(tmp_path, models_dir):
     r = Router(tmp_path, ["--models-dir", str(models_dir), "--models-max", "1", "-c", "512"])
     try:

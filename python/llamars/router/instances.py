@@ -63,6 +63,8 @@ class Instance:
         self.inflight = 0  # requests being answered
         self.waiters = 0  # requests waiting for it to load (or just loaded, not yet passed on)
         self.stopping = False
+        self.ended = asyncio.Event()  # set while no child runs
+        self.ended.set()
         self.task: Optional[asyncio.Task] = None  # the load in progress
         self.refusal: Optional[RouterError] = None  # why the last load did not start
         self.tail: Deque[str] = collections.deque(maxlen=_TAIL)
@@ -160,6 +162,10 @@ class Models:
 
     async def ensure_ready(self, inst: Instance) -> None:
         """Load `inst` if needed and wait; RouterError when it cannot be served."""
+        if inst.stopping and inst.proc is not None:
+            # being unloaded (to make room for another model, or POST /models/unload): its
+            # server no longer answers; wait for it to end, then load it again
+            await inst.ended.wait()
         if inst.status != "loaded":
             await asyncio.shield(self.load(inst))
         if inst.status != "loaded" and inst.refusal is not None:
@@ -250,6 +256,7 @@ class Models:
                 self.emit(inst, failed=True)
                 return
             proc = inst.proc
+            inst.ended.clear()
             asyncio.get_running_loop().create_task(self._pump(inst, proc))
             waiter = asyncio.get_running_loop().create_task(proc.wait())
             inst.client = httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(uds=inst.sock), base_url="http://model",
@@ -303,6 +310,7 @@ class Models:
         if inst.proc is not proc:  # (already handled: the watcher and unload both see the exit)
             return
         inst.proc = None
+        inst.ended.set()
         client, inst.client = inst.client, None
         inst.loaded_info = {}
         inst.status = "unloaded"
